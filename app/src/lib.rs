@@ -1,0 +1,91 @@
+//! Headroom's pages. The server renders them (`ssr`); the browser hydrates them (`hydrate`).
+
+pub mod fleet;
+pub mod login;
+pub mod pages;
+
+#[cfg(feature = "ssr")]
+pub mod backend;
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::components::{Redirect, Route, Router, Routes, A};
+use leptos_router::path;
+
+/// The stylesheet and bundle names the build writes under `/pkg`.
+pub const OUTPUT_NAME: &str = "headroom";
+
+/// The HTML document around the app, rendered on the server.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="headroom" href="/pkg/headroom.css"/>
+        <Title text="Headroom"/>
+        <Router>
+            <Routes fallback=|| view! { <Shell><pages::NotFound/></Shell> }>
+                <Route path=path!("/login") view=login::LoginPage/>
+                <Route path=path!("/") view=|| view! { <Redirect path="/fleet"/> }/>
+                <Route path=path!("/fleet") view=|| view! { <Shell><fleet::FleetPage/></Shell> }/>
+                <Route path=path!("/planner") view=|| view! { <Shell><pages::Planned title="Planner" issue=7/></Shell> }/>
+                <Route path=path!("/right-sizing") view=|| view! { <Shell><pages::Planned title="Right-sizing" issue=7/></Shell> }/>
+                <Route path=path!("/transport") view=|| view! { <Shell><pages::Planned title="Transport" issue=7/></Shell> }/>
+                <Route path=path!("/reports") view=|| view! { <Shell><pages::Planned title="Reports" issue=8/></Shell> }/>
+                <Route path=path!("/admin") view=|| view! { <Shell><pages::Planned title="Admin" issue=8/></Shell> }/>
+            </Routes>
+        </Router>
+    }
+}
+
+/// Navigation around every signed-in page.
+#[component]
+fn Shell(children: Children) -> impl IntoView {
+    let links = [
+        ("/fleet", "Fleet"),
+        ("/planner", "Planner"),
+        ("/right-sizing", "Right-sizing"),
+        ("/transport", "Transport"),
+        ("/reports", "Reports"),
+        ("/admin", "Admin"),
+    ];
+    view! {
+        <header class="top">
+            <a class="brand" href="/fleet">"Headroom"</a>
+            <nav>
+                {links.into_iter().map(|(href, label)| view! { <A href=href>{label}</A> }).collect_view()}
+            </nav>
+            <form method="post" action="/logout" class="logout">
+                <button type="submit">"Sign out"</button>
+            </form>
+        </header>
+        <main>{children()}</main>
+    }
+}
+
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+    // Lets browser tests and people tell a hydrated page from a server-rendered one.
+    if let Some(body) = document().body() {
+        let _ = body.set_attribute("data-hydrated", "true");
+    }
+}

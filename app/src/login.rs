@@ -1,0 +1,31 @@
+//! The sign-in page: a plain form, so it works before the bundle loads.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let query = use_query_map();
+    let error = move || {
+        query.read().get("error").map(|code| match code.as_str() {
+            "missing" => "Enter a user name and a password.",
+            _ => "Unknown user name or wrong password.",
+        })
+    };
+    let next = move || query.read().get("next").unwrap_or_else(|| "/fleet".to_string());
+    view! {
+        <Title text="Sign in · Headroom"/>
+        <main class="login">
+            <h1>"Headroom"</h1>
+            <p class="lede">"What your inference performance costs, measured on your own nodes."</p>
+            <form method="post" action="/login" class="card">
+                <label>"User name" <input type="text" name="name" autocomplete="username" required/></label>
+                <label>"Password" <input type="password" name="password" autocomplete="current-password" required/></label>
+                <input type="hidden" name="next" prop:value=next/>
+                {move || error().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+                <button type="submit">"Sign in"</button>
+            </form>
+        </main>
+    }
+}

@@ -1,0 +1,64 @@
+//! What node this is: read from the kernel's own files, no external commands.
+
+use std::fs;
+
+use model::NodeInfo;
+
+/// Operator-given facts the machine cannot tell about itself.
+#[derive(Debug, Clone, Default)]
+pub struct OperatorFacts {
+    pub instance_type: Option<String>,
+    pub hourly_usd: Option<f64>,
+}
+
+/// Describes this machine.
+pub fn node(facts: &OperatorFacts) -> NodeInfo {
+    let hostname = read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown-host".into());
+    NodeInfo {
+        node_id: ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+            .into_iter()
+            .find_map(read_trimmed)
+            .unwrap_or_else(|| format!("host-{hostname}")),
+        cpu_model: cpu_model().unwrap_or_else(|| std::env::consts::ARCH.to_string()),
+        cpu_cores: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
+        memory_bytes: memory_bytes().unwrap_or(0),
+        kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(|| std::env::consts::OS.to_string()),
+        hostname,
+        instance_type: facts.instance_type.clone(),
+        hourly_usd: facts.hourly_usd,
+        gpus: Vec::new(),
+    }
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn cpu_model() -> Option<String> {
+    let info = fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(key, _)| matches!(key.trim(), "model name" | "Hardware" | "cpu model"))
+        .map(|(_, value)| value.trim().to_string())
+}
+
+fn memory_bytes() -> Option<u64> {
+    let info = fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_machine_describes_itself() {
+        let node = node(&OperatorFacts { instance_type: Some("local".into()), hourly_usd: Some(0.5) });
+        assert!(!node.hostname.is_empty());
+        assert!(node.cpu_cores >= 1);
+        assert!(node.memory_bytes > 64 * 1024 * 1024, "memory {}", node.memory_bytes);
+        assert_eq!(node.instance_type.as_deref(), Some("local"));
+    }
+}

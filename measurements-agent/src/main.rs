@@ -1,0 +1,192 @@
+//! `measurements-agent`: runs Headroom's benchmark suites on this node, keeps every result in
+//! a local spool, and uploads it to the server.
+
+mod inventory;
+mod spool;
+mod stats;
+mod suites;
+mod upload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use model::{RunUpload, Suite};
+
+use crate::spool::Spool;
+use crate::suites::Effort;
+use crate::upload::Target;
+
+#[derive(Parser)]
+#[command(name = "measurements-agent", version, about = "Measures this node for Headroom and uploads the results.")]
+struct Cli {
+    /// Where runs wait until the server acknowledges them.
+    #[arg(long, env = "HEADROOM_SPOOL", global = true, default_value_os_t = default_spool())]
+    spool: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// The Headroom server, e.g. http://headroom:3000. Without it, runs stay in the spool.
+    #[arg(long, env = "HEADROOM_SERVER")]
+    server: Option<String>,
+    /// This agent's ingest token (`headroom-server admin create-agent-token`).
+    #[arg(long, env = "HEADROOM_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Upload attempts per run before leaving it in the spool.
+    #[arg(long, default_value_t = 5)]
+    attempts: u32,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run suites (default: every available one), spool the run, then upload the spool.
+    Run {
+        /// Suites to run: system.
+        #[arg(value_parser = parse_suite)]
+        suites: Vec<Suite>,
+        /// Fewer samples: a smoke test, not a basis for decisions.
+        #[arg(long)]
+        quick: bool,
+        /// Also print the run as JSON on standard output.
+        #[arg(long)]
+        json: bool,
+        /// The node's instance type, e.g. p5.48xlarge.
+        #[arg(long, env = "HEADROOM_INSTANCE_TYPE")]
+        instance_type: Option<String>,
+        /// What the node costs per hour, in USD.
+        #[arg(long, env = "HEADROOM_HOURLY_USD")]
+        hourly_usd: Option<f64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Upload every run waiting in the spool.
+    Upload {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Print this node's description as JSON.
+    Inventory,
+}
+
+fn default_spool() -> PathBuf {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("headroom").join("spool")
+}
+
+fn parse_suite(text: &str) -> Result<Suite, String> {
+    let suite = Suite::parse(text)?;
+    suites::benchmark(suite).map(|_| suite)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn log(line: &str) {
+    eprintln!("{line}");
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Inventory => {
+            let node = inventory::node(&inventory::OperatorFacts::default());
+            println!("{}", serde_json::to_string_pretty(&node)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Upload { server } => {
+            let spool = Spool::open(&cli.spool)?;
+            let target = target(&server)?.context("--server (or HEADROOM_SERVER) is required to upload")?;
+            flush(&spool, &target).await
+        }
+        Command::Run { suites, quick, json, instance_type, hourly_usd, server } => {
+            if let Some(price) = hourly_usd {
+                anyhow::ensure!(price.is_finite() && price >= 0.0, "--hourly-usd must be a finite, non-negative number");
+            }
+            let spool = Spool::open(&cli.spool)?;
+            let target = target(&server)?;
+            let facts = inventory::OperatorFacts { instance_type, hourly_usd };
+            let run = measure(&suites, Effort { quick }, &facts);
+            let path = spool.put(&run)?;
+            log(&format!("run {} spooled at {}", run.run_id, path.display()));
+            if json {
+                println!("{}", serde_json::to_string_pretty(&run)?);
+            }
+            match target {
+                Some(target) => flush(&spool, &target).await,
+                None => {
+                    log("no --server given: the run stays in the spool; send it later with `measurements-agent upload`");
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        }
+    }
+}
+
+fn target(args: &ServerArgs) -> anyhow::Result<Option<Target>> {
+    let Some(server) = args.server.clone() else { return Ok(None) };
+    let token = args.token.clone().context("--token (or HEADROOM_TOKEN) is required with --server")?;
+    Ok(Some(Target { server, token, attempts: args.attempts, first_backoff: Duration::from_millis(500) }))
+}
+
+/// Runs the chosen suites (all available ones when none is named).
+fn measure(requested: &[Suite], effort: Effort, facts: &inventory::OperatorFacts) -> RunUpload {
+    let chosen = if requested.is_empty() { suites::available() } else { requested.to_vec() };
+    let started_at_ms = now_ms();
+    let node = inventory::node(facts);
+    let mut measurements = Vec::new();
+    for suite in chosen {
+        let bench = suites::benchmark(suite).expect("suites were checked when parsing arguments");
+        log(&format!("running suite {}", bench.suite()));
+        measurements.extend(bench.run(effort, &mut |line| log(line)));
+    }
+    RunUpload {
+        run_id: uuid::Uuid::new_v4(),
+        agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at_ms,
+        finished_at_ms: now_ms(),
+        node,
+        measurements,
+    }
+}
+
+/// Uploads the spool; exit code 3 when runs remain in it, 4 when the server refused some.
+async fn flush(spool: &Spool, target: &Target) -> anyhow::Result<ExitCode> {
+    let report = upload::flush(spool, target, &mut |line| log(line)).await?;
+    for (run, reason) in &report.kept {
+        log(&format!("run {run} kept in the spool ({reason}); it will be sent by the next run or `measurements-agent upload`"));
+    }
+    log(&format!(
+        "{} uploaded, {} refused, {} waiting in {}",
+        report.acked.len(),
+        report.rejected.len(),
+        report.kept.len(),
+        spool.dir().display()
+    ));
+    Ok(if !report.kept.is_empty() {
+        ExitCode::from(3)
+    } else if !report.rejected.is_empty() {
+        ExitCode::from(4)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,88 @@
+//! `system`: memory copy bandwidth across buffer sizes (cache-resident to DRAM-bound).
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use model::{Measurement, MeasurementStatus, Suite, Unit};
+
+use super::{Benchmark, Effort};
+use crate::stats::summarize;
+
+pub struct System;
+
+/// Buffer sizes: in L1/L2, in a typical L3, and well beyond any cache.
+const SIZES: [usize; 3] = [256 * 1024, 8 * 1024 * 1024, 256 * 1024 * 1024];
+/// Each sample copies for at least this long, so timer resolution does not matter.
+const MIN_SAMPLE: Duration = Duration::from_millis(2);
+
+impl Benchmark for System {
+    fn suite(&self) -> Suite {
+        Suite::System
+    }
+
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> Vec<Measurement> {
+        let samples = if effort.quick { 10 } else { 40 };
+        SIZES
+            .iter()
+            .map(|&bytes| {
+                let measurement = memcpy(bytes, samples);
+                if let Some(stats) = &measurement.stats {
+                    progress(&format!(
+                        "system: memcpy {} → {} (median of {samples})",
+                        model::format::bytes(bytes as f64),
+                        model::format::bytes_per_second(stats.p50)
+                    ));
+                }
+                measurement
+            })
+            .collect()
+    }
+}
+
+/// Copies `bytes` between two buffers; each sample's bandwidth counts bytes copied once
+/// (read once, written once) per elapsed second.
+fn memcpy(bytes: usize, samples: usize) -> Measurement {
+    let parameters = BTreeMap::from([("bytes".to_string(), bytes.to_string()), ("threads".to_string(), "1".to_string())]);
+    let mut src = vec![0u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    // Touch every page of both buffers so page faults are not timed.
+    src.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+    dst.copy_from_slice(&src);
+    let copies_per_sample = copies_for(bytes, &mut src, &mut dst);
+    let bandwidths: Vec<f64> = (0..samples)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..copies_per_sample {
+                dst.copy_from_slice(black_box(&src));
+                black_box(&mut dst);
+            }
+            (bytes * copies_per_sample) as f64 / start.elapsed().as_secs_f64()
+        })
+        .collect();
+    Measurement {
+        suite: Suite::System,
+        case: "memcpy".into(),
+        parameters,
+        unit: Unit::BytesPerSecond,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(summarize(&bandwidths)),
+        floor: None,
+    }
+}
+
+/// How many copies make one sample last at least [`MIN_SAMPLE`] (also warms caches).
+fn copies_for(bytes: usize, src: &mut [u8], dst: &mut [u8]) -> usize {
+    let mut copies = 1;
+    loop {
+        let start = Instant::now();
+        for _ in 0..copies {
+            dst.copy_from_slice(black_box(src));
+        }
+        if start.elapsed() >= MIN_SAMPLE || copies >= 1 << 20 || bytes * copies >= 1 << 34 {
+            return copies;
+        }
+        copies *= 2;
+    }
+}

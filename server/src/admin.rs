@@ -1,0 +1,84 @@
+//! `headroom-server admin …`: people, tokens, and the first-start set-up of a local install.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::auth::{self, Role};
+use crate::store::Store;
+
+/// Creates a user; returns the password (the given one, or a generated one).
+pub async fn create_user(store: &Store, name: &str, role: Role, password: Option<String>) -> anyhow::Result<String> {
+    let name = name.trim();
+    anyhow::ensure!(!name.is_empty(), "the user name must not be empty");
+    let password = match password {
+        Some(p) => {
+            anyhow::ensure!(p.chars().count() >= 8, "the password must have at least 8 characters");
+            p
+        }
+        None => generated_password(),
+    };
+    store.create_user(name, role, &auth::hash_password(&password)?).await?;
+    Ok(password)
+}
+
+/// Creates an agent, or replaces its token; returns the new token.
+pub async fn create_agent_token(store: &Store, name: &str) -> anyhow::Result<String> {
+    let name = name.trim();
+    anyhow::ensure!(!name.is_empty(), "the agent name must not be empty");
+    let token = auth::new_token("hr_agent_");
+    store.upsert_agent(name, &auth::hash_token(&token)).await?;
+    Ok(token)
+}
+
+/// Creates an API token acting as user `name`.
+pub async fn create_api_token(store: &Store, user: &str) -> anyhow::Result<String> {
+    let record = store.user_by_name(user).await?.with_context(|| format!("no user named '{user}'"))?;
+    let token = auth::new_token("hr_api_");
+    store.create_api_token(&record.id, &auth::hash_token(&token)).await?;
+    Ok(token)
+}
+
+/// What `init-local` set up.
+#[derive(Debug)]
+pub struct LocalInit {
+    pub admin_created: bool,
+    pub agent_token_created: bool,
+}
+
+/// On an empty database, creates user `admin` with a generated password kept in
+/// `data_dir/admin-password`; makes sure `data_dir/agent-token` holds a valid token for agent
+/// `local`. Both files are readable by the owner only.
+pub async fn init_local(store: &Store, data_dir: &Path) -> anyhow::Result<LocalInit> {
+    fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let admin_created = store.count_users().await? == 0;
+    if admin_created {
+        let password = create_user(store, "admin", Role::Admin, None).await?;
+        write_secret(&data_dir.join("admin-password"), &password)?;
+    }
+    let token_file = data_dir.join("agent-token");
+    let valid = match fs::read_to_string(&token_file) {
+        Ok(token) => store.agent_by_token(&auth::hash_token(token.trim())).await?.is_some(),
+        Err(_) => false,
+    };
+    if !valid {
+        write_secret(&token_file, &create_agent_token(store, "local").await?)?;
+    }
+    Ok(LocalInit { admin_created, agent_token_created: !valid })
+}
+
+fn generated_password() -> String {
+    auth::new_token("")[..20].to_string()
+}
+
+fn write_secret(path: &Path, secret: &str) -> anyhow::Result<()> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(file, "{secret}")?;
+    Ok(())
+}

@@ -1,0 +1,25 @@
+//! The HTTP API, one module per resource. Every route and the role it needs, at a glance:
+//!
+//! | route | who |
+//! | --- | --- |
+//! | `POST /api/v1/runs` | agent token |
+//! | `GET /api/v1/runs`, `GET /api/v1/runs/{id}`, `GET /api/v1/nodes`, `GET /api/v1/me` | viewer |
+//! | `GET /api/v1/agents` | admin |
+//! | `POST /login`, `POST /logout` | anyone |
+
+pub mod agents;
+pub mod nodes;
+pub mod runs;
+pub mod session;
+
+use axum::Router;
+
+use crate::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .merge(runs::router())
+        .merge(nodes::router())
+        .merge(agents::router())
+        .merge(session::router())
+}

@@ -1,0 +1,101 @@
+//! Runs: ingest over HTTP (agents) and read back (viewers).
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite};
+use serde::Deserialize;
+
+use crate::auth::{Caller, Role};
+use crate::error::ApiError;
+use crate::ingest::{self, Door, MAX_UPLOAD_BYTES};
+use crate::json;
+use crate::store::RunFilter;
+use crate::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/runs", post(create).layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES)).get(list))
+        .route("/api/v1/runs/{id}", get(get_one))
+}
+
+/// Stores a run uploaded by an agent; the same run id twice is stored once.
+#[utoipa::path(post, path = "/api/v1/runs", tag = "ingest", request_body = RunUpload,
+    security(("bearer" = [])),
+    responses((status = 201, description = "stored", body = IngestAck),
+        (status = 200, description = "already stored; nothing written", body = IngestAck),
+        (status = 400, description = "malformed JSON"), (status = 401, description = "no or unknown token"),
+        (status = 403, description = "not an agent token"), (status = 413, description = "body over 16 MiB"),
+        (status = 415, description = "not application/json"), (status = 422, description = "invalid field")))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<IngestAck>), ApiError> {
+    let agent = caller.require_agent()?.clone();
+    let run: RunUpload = match json::from_body(&headers, body) {
+        Ok(run) => run,
+        Err(err) => {
+            ingest::rejected(Door::Http);
+            return Err(err);
+        }
+    };
+    let ack = ingest::ingest(&state.store, &agent, run, Door::Http).await?;
+    let status = if ack.duplicate { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, Json(ack)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Only runs of this node id.
+    node: Option<String>,
+    /// Only runs holding this suite.
+    suite: Option<String>,
+    /// Only runs started before this Unix time in milliseconds (paging).
+    before_ms: Option<i64>,
+    /// At most this many runs (1–1000, default 100).
+    limit: Option<u32>,
+}
+
+/// Runs, newest first.
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs", params(ListParams),
+    responses((status = 200, body = Vec<RunSummary>), (status = 401), (status = 403), (status = 422)))]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Json<Vec<RunSummary>>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let Query(params) = params.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let suite = params
+        .suite
+        .as_deref()
+        .map(Suite::parse)
+        .transpose()
+        .map_err(|reason| ApiError::Invalid(model::FieldError::new("suite", reason)))?;
+    let limit = params.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::Invalid(model::FieldError::new("limit", "must be between 1 and 1000")));
+    }
+    let filter = RunFilter { node: params.node, suite, before_ms: params.before_ms, limit };
+    Ok(Json(state.store.list_runs(&filter).await?))
+}
+
+/// One run with every measurement.
+#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs", params(("id" = String, Path, description = "run UUID")),
+    responses((status = 200, body = RunDetail), (status = 400), (status = 401), (status = 403), (status = 404)))]
+pub async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<RunDetail>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let run_id = uuid::Uuid::parse_str(&id).map_err(|e| ApiError::BadRequest(format!("run id '{id}' is not a UUID: {e}")))?;
+    let run = state.store.get_run(run_id).await?;
+    run.map(Json).ok_or_else(|| ApiError::NotFound(format!("no run with id {run_id}")))
+}

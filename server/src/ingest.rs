@@ -1,0 +1,47 @@
+//! The one ingest path behind both doors (HTTP JSON and gRPC): validate, store once, count.
+
+use model::{IngestAck, RunUpload};
+
+use crate::error::ApiError;
+use crate::store::{AgentRecord, Store};
+
+/// Largest accepted upload, for both doors.
+pub const MAX_UPLOAD_BYTES: usize = 16 * 1024 * 1024;
+
+/// Which door a run came through, for the metrics.
+#[derive(Debug, Clone, Copy)]
+pub enum Door {
+    Http,
+    Grpc,
+}
+
+impl Door {
+    fn as_str(self) -> &'static str {
+        match self {
+            Door::Http => "http",
+            Door::Grpc => "grpc",
+        }
+    }
+}
+
+/// Validates and stores a run for `agent`. Nothing is stored unless everything is valid.
+pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Door) -> Result<IngestAck, ApiError> {
+    if let Err(err) = run.validate() {
+        rejected(door);
+        return Err(err.into());
+    }
+    let outcome = store.insert_run(&agent.id, &run).await?;
+    let label = if outcome.duplicate { "duplicate" } else { "stored" };
+    metrics::counter!("headroom_ingest_runs_total", "door" => door.as_str(), "outcome" => label).increment(1);
+    if !outcome.duplicate {
+        metrics::counter!("headroom_ingest_measurements_total", "door" => door.as_str())
+            .increment(u64::from(outcome.measurements));
+    }
+    tracing::info!(run_id = %run.run_id, agent = %agent.name, duplicate = outcome.duplicate, "run ingested");
+    Ok(IngestAck { run_id: run.run_id, duplicate: outcome.duplicate, measurements_stored: outcome.measurements })
+}
+
+/// Counts an upload refused before it reached the store.
+pub fn rejected(door: Door) {
+    metrics::counter!("headroom_ingest_runs_total", "door" => door.as_str(), "outcome" => "rejected").increment(1);
+}

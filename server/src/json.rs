@@ -1,0 +1,63 @@
+//! A JSON body extractor whose rejections name the offending field and use [`ApiError`].
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::CONTENT_TYPE;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// Like `axum::Json`, but errors say which field was wrong, e.g.
+/// `measurements[0].stats.p99: invalid type: string "x", expected f64`.
+pub struct Json<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let headers = req.headers().clone();
+        let body = Bytes::from_request(req, state).await;
+        from_body(&headers, body).map(Json)
+    }
+}
+
+/// Parses JSON, naming the path of the first problem. Syntax errors are 400, shape errors 422.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let message = if path == "." { inner.to_string() } else { format!("{path}: {inner}") };
+        match inner.classify() {
+            serde_json::error::Category::Data => ApiError::Unprocessable(message),
+            _ => ApiError::BadRequest(format!("malformed JSON: {message}")),
+        }
+    })?;
+    de.end().map_err(|e| ApiError::BadRequest(format!("malformed JSON: trailing characters: {e}")))?;
+    Ok(value)
+}
+
+/// Parses a request body already read by a handler that authenticated first.
+pub fn from_body<T: DeserializeOwned>(
+    headers: &axum::http::HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<T, ApiError> {
+    if !is_json(headers) {
+        return Err(ApiError::UnsupportedMediaType("expected Content-Type: application/json".into()));
+    }
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(rejection.body_text())
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    parse(&bytes)
+}
+
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json")))
+}

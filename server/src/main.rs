@@ -1,0 +1,163 @@
+//! `headroom-server`: serve the API, gRPC ingest and web app, or administer users and tokens.
+
+use std::io::{IsTerminal, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use headroom_server::auth::Role;
+use headroom_server::store::{self, Store};
+use headroom_server::{admin, AppState};
+
+#[derive(Parser)]
+#[command(name = "headroom-server", version, about = "Headroom: what your inference performance costs, measured.")]
+struct Cli {
+    /// Where the embedded SQLite database and local secrets live.
+    #[arg(long, env = "HEADROOM_DATA_DIR", default_value = "data", global = true)]
+    data_dir: PathBuf,
+    /// `postgres://…` or `sqlite://…`; default: the SQLite file in the data directory.
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API, gRPC ingest and the web app on one port.
+    Serve {
+        #[arg(long, env = "HEADROOM_LISTEN", default_value = "127.0.0.1:3000")]
+        listen: SocketAddr,
+        /// Folder holding `pkg/` (the browser bundle); default: `site` beside the binary's folder.
+        #[arg(long, env = "HEADROOM_SITE_ROOT")]
+        site_root: Option<PathBuf>,
+    },
+    /// Manage users and tokens.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Create a person who signs in with a password (printed once if generated).
+    CreateUser {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// Read the password from standard input instead of generating one.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Create an ingest-only token for a measurements agent (replaces that agent's old token).
+    CreateAgentToken {
+        #[arg(long)]
+        name: String,
+    },
+    /// Create an API token that acts as an existing user (for scripts).
+    CreateApiToken {
+        #[arg(long)]
+        user: String,
+    },
+    /// First-start set-up of a local install: an admin and a token for the local agent,
+    /// kept in the data directory.
+    InitLocal,
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    Role::parse(text).ok_or_else(|| format!("unknown role '{text}': expected viewer, planner, finance or admin"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let url = match &cli.database_url {
+        Some(url) => url.clone(),
+        None => {
+            std::fs::create_dir_all(&cli.data_dir)
+                .with_context(|| format!("cannot create data directory {}", cli.data_dir.display()))?;
+            store::sqlite_url(&cli.data_dir)
+        }
+    };
+    let store = Store::connect(&url).await?;
+    match cli.command {
+        Command::Serve { listen, site_root } => serve(store, listen, site_root).await,
+        Command::Admin(command) => run_admin(&store, &cli.data_dir, command).await,
+    }
+}
+
+async fn serve(store: Store, listen: SocketAddr, site_root: Option<PathBuf>) -> anyhow::Result<()> {
+    let site_root = match site_root {
+        Some(root) => root,
+        None => std::env::current_exe()?.parent().and_then(|p| p.parent()).map(|p| p.join("site")).unwrap_or_default(),
+    };
+    if !site_root.join("pkg").join(format!("{}.js", app::OUTPUT_NAME)).exists() {
+        tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`)");
+    }
+    let backend = store.backend().name();
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(%listen, database = backend, "serving HTTP API, gRPC ingest and web app");
+    headroom_server::serve(listener, AppState::new(store.clone(), &site_root), shutdown_signal()).await?;
+    store.close().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("cannot install the SIGTERM handler");
+        tokio::select! { _ = interrupt => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+    tracing::info!("shutting down");
+}
+
+async fn run_admin(store: &Store, data_dir: &std::path::Path, command: AdminCommand) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::CreateUser { name, role, password_stdin } => {
+            let given = if password_stdin {
+                anyhow::ensure!(!std::io::stdin().is_terminal(), "--password-stdin expects the password on a pipe");
+                let mut text = String::new();
+                std::io::stdin().read_to_string(&mut text)?;
+                Some(text.trim_end_matches(['\r', '\n']).to_string())
+            } else {
+                None
+            };
+            let generated = given.is_none();
+            let password = admin::create_user(store, &name, role, given).await?;
+            println!("created user '{name}' with role {}", role.as_str());
+            if generated {
+                println!("password (shown once): {password}");
+            }
+        }
+        AdminCommand::CreateAgentToken { name } => {
+            let token = admin::create_agent_token(store, &name).await?;
+            println!("agent '{name}' token (shown once; ingest only): {token}");
+        }
+        AdminCommand::CreateApiToken { user } => {
+            let token = admin::create_api_token(store, &user).await?;
+            println!("API token for user '{user}' (shown once): {token}");
+        }
+        AdminCommand::InitLocal => {
+            let init = admin::init_local(store, data_dir).await?;
+            let dir = data_dir.display();
+            if init.admin_created {
+                println!("created user 'admin'; its password is in {dir}/admin-password");
+            }
+            if init.agent_token_created {
+                println!("created agent 'local'; its token is in {dir}/agent-token");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! Storage behind one seam. Both backends run the same SQL through sqlx's `Any` driver
+//! (`$N` placeholders are understood by SQLite and Postgres alike); only the migrations and
+//! the connection set-up differ, chosen from the URL at start-up.
+
+mod people;
+mod runs;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, ConnectOptions};
+
+pub use people::{AgentRecord, UserRecord};
+pub use runs::{RunFilter, StoreOutcome};
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn from_url(url: &str) -> anyhow::Result<Self> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Backend::Postgres)
+        } else {
+            anyhow::bail!("unsupported database URL '{url}': expected sqlite://PATH or postgres://…")
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// The server's database.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// The SQLite URL of the embedded database in `data_dir`.
+pub fn sqlite_url(data_dir: &Path) -> String {
+    format!("sqlite://{}?mode=rwc", data_dir.join("headroom.db").display())
+}
+
+impl Store {
+    /// Connects, creating an SQLite file if needed, and applies pending migrations.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(url)?;
+        let options = AnyConnectOptions::from_str(url)
+            .with_context(|| format!("invalid database URL for {}", backend.name()))?
+            .disable_statement_logging();
+        let max = if backend == Backend::Sqlite { 4 } else { 16 };
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL lets readers proceed during ingest; synchronous=FULL keeps every
+                        // acknowledged commit across a power loss.
+                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await
+            .with_context(|| format!("cannot connect to the {} database", backend.name()))?;
+        let migrator = match backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.run(&pool).await.context("database migration failed")?;
+        Ok(Store { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// True when the database answers a trivial query.
+    pub async fn ping(&self) -> bool {
+        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+
+    /// SQLite's journal mode (`wal` expected); `None` on Postgres.
+    pub async fn journal_mode(&self) -> anyhow::Result<Option<String>> {
+        if self.backend != Backend::Sqlite {
+            return Ok(None);
+        }
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(&self.pool).await?;
+        Ok(Some(mode))
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Unix time now, in milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

@@ -1,0 +1,355 @@
+//! Runs and their measurements: append-only, idempotent by the client's run id.
+
+use std::collections::{BTreeMap, HashMap};
+
+use model::{
+    Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload,
+    Stats, Suite, Unit,
+};
+// Dynamic SQL here interpolates only integers and `$N` placeholders; values are bound.
+use sqlx::{AssertSqlSafe, FromRow};
+use uuid::Uuid;
+
+use super::{Store, now_ms};
+
+/// Rows per multi-row INSERT; 18 binds each stays far below both backends' bind limits.
+const INSERT_CHUNK: usize = 200;
+
+/// What an ingest did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOutcome {
+    pub duplicate: bool,
+    pub measurements: u32,
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub node: Option<String>,
+    pub suite: Option<Suite>,
+    /// Only runs started strictly before this Unix time in milliseconds (for paging).
+    pub before_ms: Option<i64>,
+    pub limit: u32,
+}
+
+#[derive(FromRow)]
+struct NodeRow {
+    id: String,
+    hostname: String,
+    cpu_model: String,
+    cpu_cores: i64,
+    memory_bytes: i64,
+    kernel: String,
+    instance_type: Option<String>,
+    hourly_usd: Option<f64>,
+    gpus_json: String,
+    first_seen_ms: i64,
+    last_seen_ms: i64,
+    run_count: i64,
+}
+
+#[derive(FromRow)]
+struct RunRow {
+    id: String,
+    node_id: String,
+    hostname: String,
+    agent_name: String,
+    agent_version: String,
+    started_at_ms: i64,
+    finished_at_ms: i64,
+    received_at_ms: i64,
+    status: String,
+    suites: String,
+    measurement_count: i64,
+}
+
+#[derive(FromRow)]
+struct MeasurementRow {
+    suite: String,
+    case_name: String,
+    parameters_json: String,
+    unit: String,
+    status: String,
+    reason: Option<String>,
+    samples: Option<i64>,
+    mean: Option<f64>,
+    p50: Option<f64>,
+    p90: Option<f64>,
+    p99: Option<f64>,
+    p999: Option<f64>,
+    ci95_low: Option<f64>,
+    ci95_high: Option<f64>,
+    floor_name: Option<String>,
+    floor_value: Option<f64>,
+}
+
+const RUN_COLUMNS: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
+     r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count \
+     FROM runs r JOIN nodes n ON n.id = r.node_id JOIN agents a ON a.id = r.agent_id";
+
+impl Store {
+    /// Stores a validated run in one transaction. A run id already stored is left as it was.
+    pub async fn insert_run(&self, agent_id: &str, run: &RunUpload) -> anyhow::Result<StoreOutcome> {
+        let now = now_ms();
+        let run_id = run.run_id.to_string();
+        let node = &run.node;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
+             hourly_usd, gpus_json, first_seen_ms, last_seen_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+             ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, cpu_model = excluded.cpu_model, \
+             cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes, kernel = excluded.kernel, \
+             instance_type = excluded.instance_type, hourly_usd = excluded.hourly_usd, gpus_json = excluded.gpus_json, \
+             last_seen_ms = excluded.last_seen_ms",
+        )
+        .bind(&node.node_id)
+        .bind(&node.hostname)
+        .bind(&node.cpu_model)
+        .bind(i64::from(node.cpu_cores))
+        .bind(node.memory_bytes as i64)
+        .bind(&node.kernel)
+        .bind(&node.instance_type)
+        .bind(node.hourly_usd)
+        .bind(serde_json::to_string(&node.gpus)?)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+
+        let status = if run.measurements.iter().any(|m| m.status == MeasurementStatus::Failed) {
+            RunStatus::Partial
+        } else {
+            RunStatus::Ok
+        };
+        let suites = run.suites();
+        let suite_list = suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
+        let inserted = sqlx::query(
+            "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
+             status, suites, measurement_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&run_id)
+        .bind(&node.node_id)
+        .bind(agent_id)
+        .bind(&run.agent_version)
+        .bind(run.started_at_ms)
+        .bind(run.finished_at_ms)
+        .bind(now)
+        .bind(status.as_str())
+        .bind(&suite_list)
+        .bind(run.measurements.len() as i64)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if inserted == 0 {
+            tx.rollback().await?;
+            let (count,): (i64,) = sqlx::query_as("SELECT measurement_count FROM runs WHERE id = $1")
+                .bind(&run_id)
+                .fetch_one(&self.pool)
+                .await?;
+            return Ok(StoreOutcome { duplicate: true, measurements: count as u32 });
+        }
+        for suite in &suites {
+            sqlx::query("INSERT INTO run_suites (suite, run_id, node_id, started_at_ms) VALUES ($1, $2, $3, $4)")
+                .bind(suite.as_str())
+                .bind(&run_id)
+                .bind(&node.node_id)
+                .bind(run.started_at_ms)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for (chunk_index, chunk) in run.measurements.chunks(INSERT_CHUNK).enumerate() {
+            insert_measurements(&mut tx, &run_id, chunk_index * INSERT_CHUNK, chunk).await?;
+        }
+        sqlx::query("UPDATE agents SET last_seen_ms = $1 WHERE id = $2").bind(now).bind(agent_id).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 })
+    }
+
+    /// Every node, most recently seen first.
+    pub async fn list_nodes(&self) -> anyhow::Result<Vec<NodeSummary>> {
+        let rows: Vec<NodeRow> = sqlx::query_as(
+            "SELECT n.id, n.hostname, n.cpu_model, n.cpu_cores, n.memory_bytes, n.kernel, n.instance_type, n.hourly_usd, \
+             n.gpus_json, n.first_seen_ms, n.last_seen_ms, (SELECT COUNT(*) FROM runs r WHERE r.node_id = n.id) AS run_count \
+             FROM nodes n ORDER BY n.last_seen_ms DESC, n.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let memcpy = self.latest_memcpy().await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(NodeSummary {
+                    memcpy_bytes_per_second: memcpy.get(&r.id).copied(),
+                    gpus: serde_json::from_str::<Vec<GpuInfo>>(&r.gpus_json)?,
+                    node_id: r.id,
+                    hostname: r.hostname,
+                    cpu_model: r.cpu_model,
+                    cpu_cores: r.cpu_cores as u32,
+                    memory_bytes: r.memory_bytes as u64,
+                    kernel: r.kernel,
+                    instance_type: r.instance_type,
+                    hourly_usd: r.hourly_usd,
+                    first_seen_ms: r.first_seen_ms,
+                    last_seen_ms: r.last_seen_ms,
+                    run_count: r.run_count as u64,
+                })
+            })
+            .collect()
+    }
+
+    /// Per node: the median memcpy bandwidth of the largest buffer in its latest `system` run.
+    async fn latest_memcpy(&self) -> anyhow::Result<HashMap<String, f64>> {
+        let rows: Vec<(String, String, Option<f64>)> = sqlx::query_as(
+            "SELECT rs.node_id, m.parameters_json, m.p50 FROM run_suites rs JOIN measurements m ON m.run_id = rs.run_id \
+             WHERE rs.suite = 'system' AND m.case_name = 'memcpy' AND m.status = 'ok' AND rs.started_at_ms = \
+             (SELECT MAX(r2.started_at_ms) FROM run_suites r2 WHERE r2.node_id = rs.node_id AND r2.suite = 'system')",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut best: HashMap<String, (u64, f64)> = HashMap::new();
+        for (node, parameters, p50) in rows {
+            let Some(p50) = p50 else { continue };
+            let params: BTreeMap<String, String> = serde_json::from_str(&parameters)?;
+            let bytes = params.get("bytes").and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
+            let entry = best.entry(node).or_insert((bytes, p50));
+            if bytes > entry.0 {
+                *entry = (bytes, p50);
+            }
+        }
+        Ok(best.into_iter().map(|(node, (_, bw))| (node, bw)).collect())
+    }
+
+    /// Runs matching the filter, newest first.
+    pub async fn list_runs(&self, filter: &RunFilter) -> anyhow::Result<Vec<RunSummary>> {
+        let mut sql = format!("{RUN_COLUMNS} WHERE 1 = 1");
+        let mut text_binds: Vec<String> = Vec::new();
+        if let Some(node) = &filter.node {
+            text_binds.push(node.clone());
+            sql.push_str(&format!(" AND r.node_id = ${}", text_binds.len()));
+        }
+        if let Some(suite) = filter.suite {
+            text_binds.push(suite.as_str().to_string());
+            sql.push_str(&format!(" AND r.id IN (SELECT run_id FROM run_suites WHERE suite = ${})", text_binds.len()));
+        }
+        if let Some(before) = filter.before_ms {
+            sql.push_str(&format!(" AND r.started_at_ms < {before}"));
+        }
+        sql.push_str(&format!(" ORDER BY r.started_at_ms DESC, r.id LIMIT {}", filter.limit));
+        let mut query = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql));
+        for value in &text_binds {
+            query = query.bind(value);
+        }
+        query.fetch_all(&self.pool).await?.into_iter().map(RunSummary::try_from).collect()
+    }
+
+    /// One run with its measurements in upload order.
+    pub async fn get_run(&self, run_id: Uuid) -> anyhow::Result<Option<RunDetail>> {
+        let id = run_id.to_string();
+        let row: Option<RunRow> = sqlx::query_as(AssertSqlSafe(format!("{RUN_COLUMNS} WHERE r.id = $1")))
+            .bind(&id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let rows: Vec<MeasurementRow> = sqlx::query_as(
+            "SELECT suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, p999, \
+             ci95_low, ci95_high, floor_name, floor_value FROM measurements WHERE run_id = $1 ORDER BY seq",
+        )
+        .bind(&id)
+        .fetch_all(&self.pool)
+        .await?;
+        let measurements = rows.into_iter().map(Measurement::try_from).collect::<anyhow::Result<_>>()?;
+        Ok(Some(RunDetail { run: RunSummary::try_from(row)?, measurements }))
+    }
+}
+
+async fn insert_measurements(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    first_seq: usize,
+    chunk: &[Measurement],
+) -> anyhow::Result<()> {
+    const COLUMNS: usize = 18;
+    let mut sql = String::from(
+        "INSERT INTO measurements (run_id, seq, suite, case_name, parameters_json, unit, status, reason, samples, \
+         mean, p50, p90, p99, p999, ci95_low, ci95_high, floor_name, floor_value) VALUES ",
+    );
+    for row in 0..chunk.len() {
+        let placeholders: Vec<String> = (1..=COLUMNS).map(|c| format!("${}", row * COLUMNS + c)).collect();
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!("({})", placeholders.join(", ")));
+    }
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for (offset, m) in chunk.iter().enumerate() {
+        let stats = m.stats;
+        query = query
+            .bind(run_id)
+            .bind((first_seq + offset) as i64)
+            .bind(m.suite.as_str())
+            .bind(&m.case)
+            .bind(serde_json::to_string(&m.parameters)?)
+            .bind(m.unit.as_str())
+            .bind(m.status.as_str())
+            .bind(&m.reason)
+            .bind(stats.map(|s| s.samples as i64))
+            .bind(stats.map(|s| s.mean))
+            .bind(stats.map(|s| s.p50))
+            .bind(stats.map(|s| s.p90))
+            .bind(stats.map(|s| s.p99))
+            .bind(stats.map(|s| s.p999))
+            .bind(stats.map(|s| s.ci95_low))
+            .bind(stats.map(|s| s.ci95_high))
+            .bind(m.floor.as_ref().map(|f| f.name.clone()))
+            .bind(m.floor.as_ref().map(|f| f.value));
+    }
+    query.execute(&mut **tx).await?;
+    Ok(())
+}
+
+impl TryFrom<RunRow> for RunSummary {
+    type Error = anyhow::Error;
+
+    fn try_from(r: RunRow) -> anyhow::Result<Self> {
+        let suites = r
+            .suites
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| Suite::parse(s).map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(RunSummary {
+            run_id: Uuid::parse_str(&r.id)?,
+            node_id: r.node_id,
+            hostname: r.hostname,
+            agent_name: r.agent_name,
+            agent_version: r.agent_version,
+            started_at_ms: r.started_at_ms,
+            finished_at_ms: r.finished_at_ms,
+            received_at_ms: r.received_at_ms,
+            status: RunStatus::parse(&r.status).ok_or_else(|| anyhow::anyhow!("bad run status {}", r.status))?,
+            suites,
+            measurement_count: r.measurement_count as u64,
+        })
+    }
+}
+
+impl TryFrom<MeasurementRow> for Measurement {
+    type Error = anyhow::Error;
+
+    fn try_from(r: MeasurementRow) -> anyhow::Result<Self> {
+        let stats = match (r.samples, r.mean, r.p50, r.p90, r.p99, r.p999, r.ci95_low, r.ci95_high) {
+            (Some(samples), Some(mean), Some(p50), Some(p90), Some(p99), Some(p999), Some(lo), Some(hi)) => {
+                Some(Stats { samples: samples as u64, mean, p50, p90, p99, p999, ci95_low: lo, ci95_high: hi })
+            }
+            _ => None,
+        };
+        Ok(Measurement {
+            suite: Suite::parse(&r.suite).map_err(anyhow::Error::msg)?,
+            case: r.case_name,
+            parameters: serde_json::from_str(&r.parameters_json)?,
+            unit: Unit::parse(&r.unit).map_err(anyhow::Error::msg)?,
+            status: MeasurementStatus::parse(&r.status).map_err(anyhow::Error::msg)?,
+            reason: r.reason,
+            stats,
+            floor: r.floor_name.zip(r.floor_value).map(|(name, value)| Floor { name, value }),
+        })
+    }
+}

@@ -1,0 +1,196 @@
+//! Test harness: a real database per test (an SQLite file always, a fresh Postgres database
+//! when `HEADROOM_TEST_POSTGRES_URL` is set) and the real router on a real port.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use headroom_server::auth::Role;
+use headroom_server::store::Store;
+use headroom_server::{admin, AppState};
+use model::{Floor, Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats, Suite, Unit};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A database for one test.
+pub struct TestDb {
+    pub backend: &'static str,
+    pub url: String,
+    admin_url: Option<String>,
+    name: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Every backend this run covers. Panics when Postgres is asked for but unreachable, so a
+/// misconfigured CI fails instead of silently testing less.
+pub async fn databases() -> Vec<TestDb> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut dbs = vec![TestDb {
+        backend: "sqlite",
+        url: headroom_server::store::sqlite_url(dir.path()),
+        admin_url: None,
+        name: None,
+        _dir: Some(dir),
+    }];
+    if let Ok(admin_url) = std::env::var("HEADROOM_TEST_POSTGRES_URL") {
+        if !admin_url.is_empty() {
+            dbs.push(postgres(&admin_url).await);
+        }
+    }
+    dbs
+}
+
+async fn postgres(admin_url: &str) -> TestDb {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let name = format!("headroom_t_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::AnyConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("HEADROOM_TEST_POSTGRES_URL is set but Postgres is unreachable: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.expect("create database");
+    conn.close().await.ok();
+    let (base, query) = admin_url.split_once('?').map_or((admin_url, None), |(b, q)| (b, Some(q)));
+    let base = base.rsplit_once('/').map_or(base, |(head, _)| head);
+    let url = match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    };
+    TestDb { backend: "postgres", url, admin_url: Some(admin_url.to_string()), name: Some(name), _dir: None }
+}
+
+impl TestDb {
+    /// Drops a Postgres test database (SQLite files go with their temp dir).
+    pub async fn drop_database(&self) {
+        use sqlx::Connection;
+        if let (Some(admin_url), Some(name)) = (&self.admin_url, &self.name) {
+            if let Ok(mut conn) = sqlx::AnyConnection::connect(admin_url).await {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                    .execute(&mut conn)
+                    .await;
+            }
+        }
+    }
+}
+
+/// A running server over one database.
+pub struct TestApp {
+    pub backend: &'static str,
+    pub addr: SocketAddr,
+    pub base: String,
+    pub store: Store,
+    pub http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// Connects (migrating) and serves the real router on 127.0.0.1:0.
+pub async fn spawn(db: &TestDb) -> TestApp {
+    let store = Store::connect(&db.url).await.expect("connect store");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = oneshot::channel::<()>();
+    let state = AppState::new(store.clone(), &PathBuf::from("/nonexistent-site"));
+    let task = tokio::spawn(headroom_server::serve(listener, state, async move {
+        let _ = rx.await;
+    }));
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+    TestApp { backend: db.backend, addr, base: format!("http://{addr}"), store, http, shutdown: Some(tx), task: Some(task) }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Stops the server and closes the store.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task").expect("server result");
+        }
+        self.store.close().await;
+    }
+
+    pub async fn agent_token(&self, name: &str) -> String {
+        admin::create_agent_token(&self.store, name).await.expect("agent token")
+    }
+
+    /// An API token of a new user with `role`.
+    pub async fn user_token(&self, role: Role) -> String {
+        let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
+        admin::create_user(&self.store, &name, role, Some("correct horse battery".into())).await.expect("user");
+        admin::create_api_token(&self.store, &name).await.expect("api token")
+    }
+
+    /// How many runs and nodes are stored.
+    pub async fn counts(&self) -> (usize, usize) {
+        let filter = headroom_server::store::RunFilter { limit: 1000, ..Default::default() };
+        let runs = self.store.list_runs(&filter).await.expect("runs").len();
+        let nodes = self.store.list_nodes().await.expect("nodes").len();
+        (runs, nodes)
+    }
+}
+
+pub fn stats(p50: f64) -> Stats {
+    Stats { samples: 20, mean: p50, p50, p90: p50 * 1.1, p99: p50 * 1.2, p999: p50 * 1.3, ci95_low: p50 * 0.99, ci95_high: p50 * 1.01 }
+}
+
+/// A realistic run: three memcpy sizes, a case with a floor, and a skipped case.
+pub fn sample_run(hostname: &str) -> RunUpload {
+    let memcpy = |bytes: u64, bandwidth: f64| Measurement {
+        suite: Suite::System,
+        case: "memcpy".into(),
+        parameters: BTreeMap::from([("bytes".into(), bytes.to_string()), ("threads".into(), "1".into())]),
+        unit: Unit::BytesPerSecond,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(stats(bandwidth)),
+        floor: None,
+    };
+    RunUpload {
+        run_id: uuid::Uuid::new_v4(),
+        agent_version: "0.1.0".into(),
+        started_at_ms: 1_796_000_000_000,
+        finished_at_ms: 1_796_000_005_000,
+        node: NodeInfo {
+            node_id: format!("id-{hostname}"),
+            hostname: hostname.into(),
+            cpu_model: "Test CPU".into(),
+            cpu_cores: 8,
+            memory_bytes: 32 << 30,
+            kernel: "6.1.0".into(),
+            instance_type: Some("c7i.2xlarge".into()),
+            hourly_usd: Some(0.357),
+            gpus: vec![],
+        },
+        measurements: vec![
+            memcpy(256 << 10, 100e9),
+            memcpy(256 << 20, 12e9),
+            memcpy(8 << 20, 40e9),
+            Measurement {
+                suite: Suite::Transport,
+                case: "unix_socket".into(),
+                parameters: BTreeMap::from([("payload_bytes".into(), "1024".into())]),
+                unit: Unit::Seconds,
+                status: MeasurementStatus::Ok,
+                reason: None,
+                stats: Some(stats(4e-6)),
+                floor: Some(Floor { name: "spin_ping_pong".into(), value: 2e-7 }),
+            },
+            Measurement {
+                suite: Suite::Transfer,
+                case: "h2d_pinned".into(),
+                parameters: BTreeMap::new(),
+                unit: Unit::BytesPerSecond,
+                status: MeasurementStatus::Skipped,
+                reason: Some("no CUDA driver".into()),
+                stats: None,
+                floor: None,
+            },
+        ],
+    }
+}

@@ -1,0 +1,167 @@
+//! The store's behaviour, on every backend under test.
+
+mod common;
+
+use common::{databases, sample_run};
+use headroom_server::auth::{self, Role};
+use headroom_server::store::{RunFilter, Store};
+use model::{RunStatus, Suite};
+
+async fn each_backend<F, Fut>(test: F)
+where
+    F: Fn(Store, &'static str) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for db in databases().await {
+        eprintln!("store test on {}", db.backend);
+        let store = Store::connect(&db.url).await.expect("connect");
+        test(store.clone(), db.backend).await;
+        store.close().await;
+        db.drop_database().await;
+    }
+}
+
+async fn agent(store: &Store) -> String {
+    store.upsert_agent("agent-1", &auth::hash_token("secret-1")).await.expect("agent")
+}
+
+#[tokio::test]
+async fn a_run_reads_back_exactly_as_uploaded() {
+    each_backend(|store, backend| async move {
+        let agent_id = agent(&store).await;
+        let run = sample_run("node-a");
+        let outcome = store.insert_run(&agent_id, &run).await.unwrap();
+        assert!(!outcome.duplicate, "{backend}");
+        assert_eq!(outcome.measurements, 5);
+        let detail = store.get_run(run.run_id).await.unwrap().expect("stored run");
+        assert_eq!(detail.measurements, run.measurements, "{backend}: measurements differ after the round trip");
+        assert_eq!(detail.run.suites, vec![Suite::System, Suite::Transport, Suite::Transfer]);
+        assert_eq!(detail.run.status, RunStatus::Ok);
+        assert_eq!(detail.run.agent_name, "agent-1");
+        assert_eq!(detail.run.hostname, "node-a");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_same_run_id_is_stored_once() {
+    each_backend(|store, backend| async move {
+        let agent_id = agent(&store).await;
+        let run = sample_run("node-a");
+        store.insert_run(&agent_id, &run).await.unwrap();
+        let mut again = run.clone();
+        again.measurements.truncate(1);
+        let second = store.insert_run(&agent_id, &again).await.unwrap();
+        assert!(second.duplicate, "{backend}");
+        assert_eq!(second.measurements, 5, "the stored run is reported, not the resent one");
+        let detail = store.get_run(run.run_id).await.unwrap().unwrap();
+        assert_eq!(detail.measurements.len(), 5);
+        let runs = store.list_runs(&RunFilter { limit: 10, ..Default::default() }).await.unwrap();
+        assert_eq!(runs.len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_failed_insert_leaves_nothing_behind() {
+    each_backend(|store, backend| async move {
+        // An agent id that does not exist violates the runs → agents foreign key after the
+        // node was written in the same transaction: the node must be rolled back too.
+        let err = store.insert_run("no-such-agent", &sample_run("node-x")).await;
+        assert!(err.is_err(), "{backend}: insert with an unknown agent must fail");
+        assert!(store.list_nodes().await.unwrap().is_empty(), "{backend}: node left behind");
+        assert!(store.list_runs(&RunFilter { limit: 10, ..Default::default() }).await.unwrap().is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn nodes_show_the_largest_memcpy_of_their_latest_system_run() {
+    each_backend(|store, backend| async move {
+        let agent_id = agent(&store).await;
+        let mut older = sample_run("node-a");
+        older.started_at_ms -= 60_000;
+        older.measurements[1].stats = Some(common::stats(5e9));
+        store.insert_run(&agent_id, &older).await.unwrap();
+        store.insert_run(&agent_id, &sample_run("node-a")).await.unwrap();
+        store.insert_run(&agent_id, &sample_run("node-b")).await.unwrap();
+        let nodes = store.list_nodes().await.unwrap();
+        assert_eq!(nodes.len(), 2, "{backend}");
+        let a = nodes.iter().find(|n| n.hostname == "node-a").unwrap();
+        assert_eq!(a.run_count, 2);
+        // 256 MiB is the largest buffer; the newer run measured 12 GB/s there.
+        assert_eq!(a.memcpy_bytes_per_second, Some(12e9), "{backend}");
+        assert_eq!(a.hourly_usd, Some(0.357));
+        assert_eq!(a.memory_bytes, 32 << 30);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn runs_filter_by_node_suite_and_time_and_page_newest_first() {
+    each_backend(|store, backend| async move {
+        let agent_id = agent(&store).await;
+        for i in 0..5 {
+            let mut run = sample_run(if i % 2 == 0 { "node-a" } else { "node-b" });
+            run.started_at_ms += i * 1000;
+            if i == 4 {
+                run.measurements.retain(|m| m.suite == Suite::Transport);
+            }
+            store.insert_run(&agent_id, &run).await.unwrap();
+        }
+        let all = store.list_runs(&RunFilter { limit: 100, ..Default::default() }).await.unwrap();
+        assert_eq!(all.len(), 5, "{backend}");
+        assert!(all.windows(2).all(|w| w[0].started_at_ms >= w[1].started_at_ms), "newest first");
+        let node_a = RunFilter { node: Some("id-node-a".into()), limit: 100, ..Default::default() };
+        assert_eq!(store.list_runs(&node_a).await.unwrap().len(), 3);
+        let system = RunFilter { suite: Some(Suite::System), limit: 100, ..Default::default() };
+        assert_eq!(store.list_runs(&system).await.unwrap().len(), 4, "{backend}: the fifth run has no system suite");
+        let page = RunFilter { limit: 2, ..Default::default() };
+        let first = store.list_runs(&page).await.unwrap();
+        let next = RunFilter { limit: 2, before_ms: Some(first[1].started_at_ms), ..Default::default() };
+        let second = store.list_runs(&next).await.unwrap();
+        assert_eq!(second.len(), 2);
+        assert!(second[0].started_at_ms < first[1].started_at_ms);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn people_sessions_and_tokens() {
+    each_backend(|store, backend| async move {
+        let hash = auth::hash_password("s3cret-enough").unwrap();
+        let id = store.create_user("ana", Role::Finance, &hash).await.unwrap();
+        let dup = store.create_user("ana", Role::Viewer, &hash).await.unwrap_err();
+        assert!(dup.to_string().contains("already exists"), "{backend}: {dup}");
+        let user = store.user_by_name("ana").await.unwrap().unwrap();
+        assert_eq!(user.role(), Role::Finance);
+        assert!(auth::verify_password("s3cret-enough", &user.password_hash));
+        assert!(!auth::verify_password("wrong", &user.password_hash));
+
+        store.create_session(&id, "session-hash").await.unwrap();
+        assert_eq!(store.user_by_session("session-hash").await.unwrap().unwrap().name, "ana");
+        store.delete_session("session-hash").await.unwrap();
+        assert!(store.user_by_session("session-hash").await.unwrap().is_none());
+
+        store.create_api_token(&id, "api-hash").await.unwrap();
+        assert_eq!(store.user_by_api_token("api-hash").await.unwrap().unwrap().id, id);
+
+        let first = store.upsert_agent("gpu-7", "old").await.unwrap();
+        let second = store.upsert_agent("gpu-7", "new").await.unwrap();
+        assert_eq!(first, second, "rotating keeps the agent");
+        assert!(store.agent_by_token("old").await.unwrap().is_none(), "{backend}: old token still valid");
+        assert_eq!(store.agent_by_token("new").await.unwrap().unwrap().name, "gpu-7");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sqlite_runs_in_wal_mode() {
+    let dbs = databases().await;
+    let store = Store::connect(&dbs[0].url).await.unwrap();
+    assert_eq!(store.journal_mode().await.unwrap().as_deref(), Some("wal"));
+    store.close().await;
+    for db in &dbs {
+        db.drop_database().await;
+    }
+}

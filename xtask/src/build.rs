@@ -1,0 +1,124 @@
+//! Installing the build's tools and building the site (wasm + stylesheet) and binaries.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+pub const WASM_TARGET: &str = "wasm32-unknown-unknown";
+
+/// Paths of one build.
+pub struct Build {
+    pub root: PathBuf,
+    pub target: PathBuf,
+}
+
+/// What a build produced.
+pub struct Built {
+    pub server: PathBuf,
+    pub agent: PathBuf,
+    pub site_root: PathBuf,
+}
+
+impl Build {
+    pub fn new() -> anyhow::Result<Self> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent folder")?.to_path_buf();
+        let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+        let target = if target.is_relative() { root.join(target) } else { target };
+        Ok(Build { root, target })
+    }
+
+    /// Tools, browser bundle, stylesheet, server and agent.
+    pub fn all(&self, release: bool) -> anyhow::Result<Built> {
+        let site_root = self.site()?;
+        let profile = if release { "release" } else { "debug" };
+        let mut cargo = self.cargo(&["build", "-p", "headroom-server", "-p", "measurements-agent"]);
+        if release {
+            cargo.arg("--release");
+        }
+        step("building server and agent", &mut cargo)?;
+        let bin = self.target.join(profile);
+        Ok(Built { server: bin.join("headroom-server"), agent: bin.join("measurements-agent"), site_root })
+    }
+
+    /// Builds `site/pkg`: the hydrate bundle through wasm-bindgen, and the stylesheet.
+    pub fn site(&self) -> anyhow::Result<PathBuf> {
+        ensure_wasm_target()?;
+        let bindgen = self.ensure_wasm_bindgen()?;
+        step(
+            "building the browser bundle (wasm)",
+            &mut self.cargo(&[
+                "build", "-p", "headroom-app", "--lib", "--target", WASM_TARGET, "--no-default-features",
+                "--features", "hydrate", "--profile", "wasm-dev",
+            ]),
+        )?;
+        let site_root = self.target.join("site");
+        let pkg = site_root.join("pkg");
+        std::fs::create_dir_all(&pkg)?;
+        let wasm = self.target.join(WASM_TARGET).join("wasm-dev").join("headroom_app.wasm");
+        step(
+            "generating JavaScript bindings",
+            Command::new(&bindgen)
+                .args(["--target", "web", "--no-typescript", "--out-name", "headroom", "--out-dir"])
+                .arg(&pkg)
+                .arg(&wasm),
+        )?;
+        std::fs::copy(self.root.join("style/main.css"), pkg.join("headroom.css")).context("cannot copy the stylesheet")?;
+        Ok(site_root)
+    }
+
+    pub fn cargo(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        cmd.args(args).current_dir(&self.root).env("CARGO_TARGET_DIR", &self.target);
+        cmd
+    }
+
+    /// wasm-bindgen's CLI at exactly the version in Cargo.lock, installed once under the target dir.
+    fn ensure_wasm_bindgen(&self) -> anyhow::Result<PathBuf> {
+        let version = locked_version(&self.root.join("Cargo.lock"), "wasm-bindgen")?;
+        let tools = self.target.join("tools").join(format!("wasm-bindgen-{version}"));
+        let bin = tools.join("bin").join("wasm-bindgen");
+        if bin.exists() {
+            return Ok(bin);
+        }
+        step(
+            &format!("installing wasm-bindgen-cli {version} (once; takes a few minutes)"),
+            self.cargo(&["install", "wasm-bindgen-cli", "--version", &format!("={version}"), "--root"]).arg(&tools),
+        )?;
+        Ok(bin)
+    }
+}
+
+/// Adds the wasm32 target through rustup when it is missing.
+pub fn ensure_wasm_target() -> anyhow::Result<()> {
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    match installed {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == WASM_TARGET) => Ok(()),
+        Ok(_) => step("adding the wasm32 target", Command::new("rustup").args(["target", "add", WASM_TARGET])),
+        Err(err) => bail!("rustup is needed to add the {WASM_TARGET} target: {err}"),
+    }
+}
+
+/// The version of `package` recorded in a Cargo.lock.
+pub fn locked_version(lock: &Path, package: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(lock).with_context(|| format!("cannot read {}", lock.display()))?;
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == format!("name = \"{package}\"") {
+            if let Some(version) = lines.next().and_then(|l| l.trim().strip_prefix("version = \"")) {
+                return Ok(version.trim_end_matches('"').to_string());
+            }
+        }
+    }
+    bail!("{package} is not in {}", lock.display())
+}
+
+/// Runs a command, announcing it; fails with its exit status.
+pub fn step(what: &str, cmd: &mut Command) -> anyhow::Result<()> {
+    eprintln!("==> {what}");
+    let status = cmd.status().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}

@@ -1,0 +1,32 @@
+//! Headroom's one-command entry points:
+//!
+//! - `cargo xtask run`: install what the build needs, build the browser bundle, stylesheet and
+//!   binaries, set up the local database, start the server, measure this machine once.
+//! - `cargo xtask test`: build everything and run every test (Rust, wasm build, browser).
+//! - `cargo xtask build`: only the build step of `run`.
+
+mod build;
+mod run;
+mod test;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("run") => run::run(&args[1..]),
+        Some("test") => test::test(&args[1..]),
+        Some("build") => build::Build::new().and_then(|b| b.all(false).map(|_| ())),
+        _ => {
+            eprintln!("usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! `cargo xtask test`: every test, saying plainly which database backends ran.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+use crate::build::{step, Build, WASM_TARGET};
+
+pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
+    let build = Build::new()?;
+    match std::env::var("HEADROOM_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => {
+            eprintln!("==> store and API tests run on: SQLite and Postgres ({})", redact(&url))
+        }
+        _ => eprintln!(
+            "==> store and API tests run on: SQLite only (set HEADROOM_TEST_POSTGRES_URL=postgres://… to add Postgres)"
+        ),
+    }
+    let built = build.all(false)?;
+    step(
+        "checking the model crate builds for the browser",
+        &mut build.cargo(&["build", "-p", "headroom-model", "--target", WASM_TARGET]),
+    )?;
+    let mut cargo = build.cargo(&["test", "--workspace"]);
+    cargo.args(cargo_args);
+    step("running the Rust tests", &mut cargo)?;
+    browser_tests(&build.root, &built)?;
+    Ok(())
+}
+
+fn browser_tests(root: &Path, built: &crate::build::Built) -> anyhow::Result<()> {
+    let chromium = ensure_chromium()?;
+    let e2e = root.join("e2e");
+    if !e2e.join("node_modules/playwright-core").exists() {
+        step("installing the browser-test driver (npm ci)", Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&e2e))?;
+    }
+    step(
+        "running the browser tests (headless Chromium)",
+        Command::new("node")
+            .args(["--test", "--test-reporter=spec"])
+            .arg(e2e.join("fleet.test.mjs"))
+            .env("HEADROOM_SERVER_BIN", &built.server)
+            .env("HEADROOM_AGENT_BIN", &built.agent)
+            .env("HEADROOM_SITE_ROOT", &built.site_root)
+            .env("CHROMIUM", &chromium),
+    )
+}
+
+/// Debian's Chromium; installed with apt when missing and this user may.
+fn ensure_chromium() -> anyhow::Result<String> {
+    let path = "/usr/bin/chromium";
+    if Path::new(path).exists() {
+        return Ok(path.into());
+    }
+    let root = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root.unwrap_or(false) {
+        bail!("the browser tests need Debian's chromium: run `sudo apt-get install -y chromium` once");
+    }
+    step("apt-get update", Command::new("apt-get").args(["update", "-qq"]))?;
+    step(
+        "installing Debian's chromium for the browser tests",
+        Command::new("apt-get").args(["install", "-y", "-qq", "chromium"]).env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+    .context("cannot install chromium")?;
+    Ok(path.into())
+}
+
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://…{}", &url[..scheme], &url[at..]),
+        _ => url.to_string(),
+    }
+}
