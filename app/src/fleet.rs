@@ -34,7 +34,7 @@ pub fn FleetPage() -> impl IntoView {
 fn Fleet(fleet: FleetView) -> impl IntoView {
     let empty = fleet.nodes.is_empty();
     view! {
-        <p class="lede">{format!("Signed in as {}. {} node(s) reporting.", fleet.user, fleet.nodes.len())}</p>
+        <p class="lede">{format!("Signed in as {}. {}.", fleet.user, plural(fleet.nodes.len(), "node reporting", "nodes reporting"))}</p>
         {empty.then(|| view! {
             <p class="notice">"No node has reported yet. Run "<code>"measurements-agent run system --server URL --token TOKEN"</code>" on a node."</p>
         })}
@@ -44,6 +44,10 @@ fn Fleet(fleet: FleetView) -> impl IntoView {
         <h2>"Latest runs"</h2>
         <RunTable runs=fleet.recent_runs/>
     }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
 }
 
 #[component]

@@ -23,6 +23,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <link rel="icon" type="image/svg+xml" href="/pkg/favicon.svg"/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>

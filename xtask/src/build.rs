@@ -64,6 +64,7 @@ impl Build {
                 .arg(&wasm),
         )?;
         std::fs::copy(self.root.join("style/main.css"), pkg.join("headroom.css")).context("cannot copy the stylesheet")?;
+        std::fs::copy(self.root.join("style/favicon.svg"), pkg.join("favicon.svg")).context("cannot copy the icon")?;
         Ok(site_root)
     }
 

@@ -1,0 +1,143 @@
+//! The agent binary against a real server: upload, outage, spool, retry.
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::cargo::CommandCargoExt;
+use headroom_server::store::{RunFilter, Store};
+use headroom_server::{admin, AppState};
+use tokio::sync::oneshot;
+
+struct Server {
+    url: String,
+    store: Store,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start(db_dir: &Path, listen: &str) -> Server {
+    let store = Store::connect(&headroom_server::store::sqlite_url(db_dir)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, rx) = oneshot::channel::<()>();
+    let state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
+    let task = tokio::spawn(headroom_server::serve(listener, state, async move {
+        let _ = rx.await;
+    }));
+    Server { url, store, stop, task }
+}
+
+impl Server {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+        self.store.close().await;
+    }
+
+    async fn run_count(&self) -> usize {
+        self.store.list_runs(&RunFilter { limit: 100, ..Default::default() }).await.unwrap().len()
+    }
+}
+
+/// Runs the agent binary off the async runtime.
+async fn agent(args: &[&str], spool: &Path, server: Option<(&str, &str)>) -> Output {
+    let mut cmd = std::process::Command::cargo_bin("measurements-agent").unwrap();
+    cmd.args(args).arg("--spool").arg(spool).env_remove("HEADROOM_SERVER").env_remove("HEADROOM_TOKEN");
+    if let Some((url, token)) = server {
+        cmd.args(["--server", url, "--token", token]);
+    }
+    tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap()
+}
+
+fn spooled(spool: &Path) -> usize {
+    std::fs::read_dir(spool).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json")).count()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_survives_an_outage_and_is_uploaded_later() {
+    let db = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let server = start(db.path(), "127.0.0.1:0").await;
+    let token = admin::create_agent_token(&server.store, "node-agent").await.unwrap();
+    let url = server.url.clone();
+
+    // Server up: the run is measured, uploaded and leaves the spool.
+    let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&url, &token))).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0);
+    assert_eq!(server.run_count().await, 1);
+    let nodes = server.store.list_nodes().await.unwrap();
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(nodes[0].hostname, hostname.trim(), "the node is this machine");
+    let bandwidth = nodes[0].memcpy_bytes_per_second.expect("memcpy measured");
+    assert!(bandwidth > 1e8, "memcpy bandwidth {bandwidth} B/s is implausibly low");
+
+    // Server down: the run stays in the spool and the exit code says so.
+    server.stop().await;
+    let out = agent(&["run", "system", "--quick", "--attempts", "2"], spool.path(), Some((&url, &token))).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("kept in the spool"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 1);
+
+    // Server back on the same address and database: `upload` delivers it exactly once.
+    let server = start(db.path(), url.trim_start_matches("http://")).await;
+    let out = agent(&["upload"], spool.path(), Some((&url, &token))).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0);
+    assert_eq!(server.run_count().await, 2);
+    let out = agent(&["upload"], spool.path(), Some((&url, &token))).await;
+    assert!(text(&out).contains("0 uploaded"), "{}", text(&out));
+    assert_eq!(server.run_count().await, 2);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_keeps_the_run_and_says_why() {
+    let db = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let server = start(db.path(), "127.0.0.1:0").await;
+    let url = server.url.clone();
+    let out = agent(&["run", "system", "--quick"], spool.path(), Some((&url, "hr_agent_wrong"))).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("unknown or revoked token"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 1, "a credentials problem must not lose the run");
+    assert_eq!(server.run_count().await, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_server_the_run_is_printed_and_spooled() {
+    let spool = tempfile::tempdir().unwrap();
+    let out = agent(&["run", "--quick", "--json"], spool.path(), None).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let run: model::RunUpload = serde_json::from_slice(&out.stdout).expect("stdout is the run as JSON");
+    run.validate().expect("the agent produces valid runs");
+    assert_eq!(run.suites(), vec![model::Suite::System]);
+    assert_eq!(run.measurements.len(), 3);
+    assert_eq!(spooled(spool.path()), 1);
+}
+
+#[tokio::test]
+async fn unknown_and_unavailable_suites_are_refused_with_the_choices() {
+    let spool = tempfile::tempdir().unwrap();
+    let out = agent(&["run", "warp"], spool.path(), None).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("expected one of"), "{}", text(&out));
+    let out = agent(&["run", "transport"], spool.path(), None).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("available: system"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0);
+}
+
+#[tokio::test]
+async fn inventory_prints_this_node() {
+    let spool = tempfile::tempdir().unwrap();
+    let out = agent(&["inventory"], spool.path(), None).await;
+    assert!(out.status.success());
+    let node: model::NodeInfo = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(node.cpu_cores >= 1 && node.memory_bytes > 0);
+}
