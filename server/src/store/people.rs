@@ -64,8 +64,10 @@ impl Store {
             .await?)
     }
 
+    /// Starts a session (and sweeps out expired ones); returns its lifetime in seconds.
     pub async fn create_session(&self, user_id: &str, token_hash: &str) -> anyhow::Result<i64> {
         let now = now_ms();
+        sqlx::query("DELETE FROM sessions WHERE expires_at_ms <= $1").bind(now).execute(&self.pool).await?;
         sqlx::query("INSERT INTO sessions (token_hash, user_id, created_at_ms, expires_at_ms) VALUES ($1, $2, $3, $4)")
             .bind(token_hash)
             .bind(user_id)
