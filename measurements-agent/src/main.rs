@@ -52,7 +52,7 @@ enum Command {
         /// Fewer samples: a smoke test, not a basis for decisions.
         #[arg(long)]
         quick: bool,
-        /// Also print the run as JSON on standard output.
+        /// Also print the run as JSON on standard output (always done without --server).
         #[arg(long)]
         json: bool,
         /// The node's instance type, e.g. p5.48xlarge.
@@ -128,7 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let run = measure(&suites, Effort { quick }, &facts);
             let path = spool.put(&run)?;
             log(&format!("run {} spooled at {}", run.run_id, path.display()));
-            if json {
+            if json || target.is_none() {
                 println!("{}", serde_json::to_string_pretty(&run)?);
             }
             match target {

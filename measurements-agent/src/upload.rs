@@ -23,7 +23,8 @@ pub struct Target {
 /// What became of one attempt.
 #[derive(Debug)]
 enum Attempt {
-    Acked(IngestAck),
+    /// Stored by the server, through the named door.
+    Acked(IngestAck, &'static str),
     /// The server refused this run's content; retrying cannot help.
     Refused(String),
     /// The server refused our credentials; retrying cannot help, but the run is fine.
@@ -56,10 +57,10 @@ pub async fn flush(spool: &Spool, target: &Target, log: &mut dyn FnMut(&str)) ->
             }
         };
         match send_with_retries(&run, target, log).await {
-            Attempt::Acked(ack) => {
+            Attempt::Acked(ack, door) => {
                 spool.remove(path)?;
                 let verb = if ack.duplicate { "already stored" } else { "stored" };
-                log(&format!("uploaded run {} ({verb}, {} measurements)", ack.run_id, ack.measurements_stored));
+                log(&format!("uploaded run {} over {door} ({verb}, {} measurements)", ack.run_id, ack.measurements_stored));
                 report.acked.push(ack);
             }
             Attempt::Refused(reason) => {
@@ -127,11 +128,10 @@ async fn send_grpc(run: &RunUpload, target: &Target) -> Attempt {
         Ok(response) => {
             let ack = response.into_inner();
             match ack.run_id.parse() {
-                Ok(run_id) => Attempt::Acked(IngestAck {
-                    run_id,
-                    duplicate: ack.duplicate,
-                    measurements_stored: ack.measurements_stored,
-                }),
+                Ok(run_id) => Attempt::Acked(
+                    IngestAck { run_id, duplicate: ack.duplicate, measurements_stored: ack.measurements_stored },
+                    "gRPC",
+                ),
                 Err(_) => Attempt::Transient(format!("server acknowledged an unreadable run id '{}'", ack.run_id)),
             }
         }
@@ -159,7 +159,7 @@ async fn send_http(run: &RunUpload, target: &Target) -> Attempt {
     let body = response.text().await.unwrap_or_default();
     match status.as_u16() {
         200 | 201 => match serde_json::from_str(&body) {
-            Ok(ack) => Attempt::Acked(ack),
+            Ok(ack) => Attempt::Acked(ack, "HTTP"),
             Err(err) => Attempt::Transient(format!("unreadable acknowledgement: {err}")),
         },
         401 | 403 => Attempt::Unauthorized(body),

@@ -16,14 +16,31 @@ struct Server {
 }
 
 async fn start(db_dir: &Path, listen: &str) -> Server {
+    start_with(db_dir, listen, false).await
+}
+
+/// Like a proxy that only speaks HTTP/1: gRPC requests are refused with 503.
+async fn refuse_grpc(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let grpc = request.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if grpc { axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response() } else { next.run(request).await }
+}
+
+async fn start_with(db_dir: &Path, listen: &str, without_grpc: bool) -> Server {
     let store = Store::connect(&headroom_server::store::sqlite_url(db_dir)).await.unwrap();
     let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, rx) = oneshot::channel::<()>();
     let state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
-    let task = tokio::spawn(headroom_server::serve(listener, state, async move {
+    let shutdown = async move {
         let _ = rx.await;
-    }));
+    };
+    let task = if without_grpc {
+        let app = headroom_server::app(state).layer(axum::middleware::from_fn(refuse_grpc));
+        tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown).await })
+    } else {
+        tokio::spawn(headroom_server::serve(listener, state, shutdown))
+    };
     Server { url, store, stop, task }
 }
 
@@ -68,6 +85,7 @@ async fn a_run_survives_an_outage_and_is_uploaded_later() {
     // Server up: the run is measured, uploaded and leaves the spool.
     let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&url, &token))).await;
     assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("over gRPC"), "gRPC is the first choice: {}", text(&out));
     assert_eq!(spooled(spool.path()), 0);
     assert_eq!(server.run_count().await, 1);
     let nodes = server.store.list_nodes().await.unwrap();
@@ -96,6 +114,21 @@ async fn a_run_survives_an_outage_and_is_uploaded_later() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_grpc_cannot_get_through_the_run_goes_over_http() {
+    let db = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let server = start_with(db.path(), "127.0.0.1:0", true).await;
+    let token = admin::create_agent_token(&server.store, "behind-proxy").await.unwrap();
+    let url = server.url.clone();
+    let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&url, &token))).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(server.run_count().await, 1, "the HTTP fallback delivered the run");
+    assert!(text(&out).contains("over HTTP"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_keeps_the_run_and_says_why() {
     let db = tempfile::tempdir().unwrap();
     let spool = tempfile::tempdir().unwrap();
@@ -112,7 +145,7 @@ async fn a_wrong_token_keeps_the_run_and_says_why() {
 #[tokio::test]
 async fn without_a_server_the_run_is_printed_and_spooled() {
     let spool = tempfile::tempdir().unwrap();
-    let out = agent(&["run", "--quick", "--json"], spool.path(), None).await;
+    let out = agent(&["run", "--quick"], spool.path(), None).await;
     assert!(out.status.success(), "{}", text(&out));
     let run: model::RunUpload = serde_json::from_slice(&out.stdout).expect("stdout is the run as JSON");
     run.validate().expect("the agent produces valid runs");

@@ -1,12 +1,18 @@
 //! Headroom's pure core: the wire types that agents upload and the server serves, their
-//! validation, and formatting helpers shared by server and browser. No IO, no async; this
-//! crate builds for `wasm32-unknown-unknown`.
+//! validation, formatting shared by server and browser, and the planning model. No IO, no
+//! async; this crate builds for `wasm32-unknown-unknown`.
 
+pub mod checks;
+pub mod cost;
 pub mod format;
+pub mod queue;
+pub mod rng;
 pub mod run;
+pub mod units;
 pub mod validate;
 pub mod view;
 
+pub use checks::ModelError;
 pub use run::{Floor, GpuInfo, Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats, Suite, Unit};
 pub use validate::FieldError;
 pub use view::{FleetView, IngestAck, NodeSummary, RunDetail, RunStatus, RunSummary};

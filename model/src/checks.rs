@@ -1,0 +1,27 @@
+//! Input checks shared by the planning functions: each failure names the field.
+
+use crate::FieldError;
+
+/// The error every planning function returns: which input, and why.
+pub type ModelError = FieldError;
+
+pub fn finite(field: &str, value: f64) -> Result<f64, ModelError> {
+    if value.is_finite() { Ok(value) } else { Err(FieldError::new(field, "must be a finite number")) }
+}
+
+pub fn non_negative(field: &str, value: f64) -> Result<f64, ModelError> {
+    if finite(field, value)? < 0.0 { Err(FieldError::new(field, "must not be negative")) } else { Ok(value) }
+}
+
+pub fn positive(field: &str, value: f64) -> Result<f64, ModelError> {
+    if finite(field, value)? <= 0.0 { Err(FieldError::new(field, "must be greater than zero")) } else { Ok(value) }
+}
+
+/// A probability strictly between 0 and 1.
+pub fn open_unit(field: &str, value: f64) -> Result<f64, ModelError> {
+    if finite(field, value)? <= 0.0 || value >= 1.0 {
+        Err(FieldError::new(field, "must be strictly between 0 and 1"))
+    } else {
+        Ok(value)
+    }
+}

@@ -1,0 +1,95 @@
+//! The queueing model against a discrete-event simulation written here: Poisson arrivals,
+//! first-come first-served over c replicas, seeded and deterministic.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use model::queue::Queue;
+use model::rng::Rng;
+
+/// Gamma(shape, 1) by Marsaglia and Tsang, with the boost for shape < 1.
+fn gamma(rng: &mut Rng, shape: f64) -> f64 {
+    if shape < 1.0 {
+        return gamma(rng, shape + 1.0) * rng.open01().powf(1.0 / shape);
+    }
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let (u1, u2) = (rng.open01(), rng.open01());
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        let v = (1.0 + c * z).powi(3);
+        if v > 0.0 && rng.open01().ln() < 0.5 * z * z + d - d * v + d * v.ln() {
+            return d * v;
+        }
+    }
+}
+
+/// The p99 of response time over `n` requests after a warm-up.
+fn simulate_p99(lambda: f64, mean: f64, cv: f64, c: u32, n: usize, seed: u64) -> f64 {
+    let mut rng = Rng::seeded(seed);
+    let mut free_at: BinaryHeap<Reverse<u64>> = (0..c).map(|_| Reverse(0u64)).collect();
+    let to_ns = |s: f64| (s * 1e9) as u64;
+    let mut now = 0.0f64;
+    let warmup = n / 10;
+    let mut responses = Vec::with_capacity(n);
+    for i in 0..n + warmup {
+        now += rng.exp(lambda);
+        let service = if cv == 0.0 {
+            mean
+        } else if cv == 1.0 {
+            rng.exp(1.0 / mean)
+        } else {
+            let shape = 1.0 / (cv * cv);
+            gamma(&mut rng, shape) * mean / shape
+        };
+        let Reverse(free) = free_at.pop().unwrap();
+        let start = free.max(to_ns(now));
+        let done = start + to_ns(service);
+        free_at.push(Reverse(done));
+        if i >= warmup {
+            responses.push((done - to_ns(now)) as f64 / 1e9);
+        }
+    }
+    responses.sort_by(f64::total_cmp);
+    responses[(0.99 * responses.len() as f64) as usize]
+}
+
+/// Runs the grid and returns the cases `acceptable(model, simulated)` rejects.
+fn compare(cv: f64, acceptable: impl Fn(f64, f64) -> bool) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mean = 0.01;
+    for rho in [0.3, 0.5, 0.7, 0.9] {
+        for c in [1u32, 2, 4, 8, 16] {
+            let lambda = rho * f64::from(c) / mean;
+            let model = Queue::new(lambda, mean, cv, c).unwrap().quantile(0.99);
+            // Heavier load is more correlated: simulate longer.
+            let n = if rho >= 0.9 { 600_000 } else { 200_000 };
+            let sim = simulate_p99(lambda, mean, cv, c, n, 7 + u64::from(c));
+            let error = (model - sim).abs() / sim;
+            let line = format!("cv={cv} ρ={rho} c={c}: model p99 {model:.5} s, simulated {sim:.5} s, error {:.1}%", error * 100.0);
+            eprintln!("{line}");
+            if !acceptable(model, sim) {
+                failures.push(line);
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn mmc_p99_is_within_10_percent_of_simulation() {
+    let failures = compare(1.0, |model, sim| (model - sim).abs() <= 0.10 * sim);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The M/G/c approximation (Allen–Cunneen wait, gamma service) is within 10% of simulation,
+/// or else errs on the safe side (predicts a longer p99, so plans more replicas) by at most 25%.
+/// Measured worst case: +19.6% at cv = 0, ρ = 0.3, c = 1.
+#[test]
+fn mgc_p99_is_within_10_percent_or_conservative() {
+    let mut failures = Vec::new();
+    for cv in [0.0, 0.5, 2.0] {
+        failures.extend(compare(cv, |model, sim| (model - sim).abs() <= 0.10 * sim || (model >= sim && model <= 1.25 * sim)));
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
