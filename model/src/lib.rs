@@ -5,9 +5,11 @@
 pub mod checks;
 pub mod cost;
 pub mod format;
+pub mod memory;
 pub mod queue;
 pub mod rng;
 pub mod run;
+pub mod transport;
 pub mod units;
 pub mod validate;
 pub mod view;

@@ -1,0 +1,158 @@
+//! Which transport to call an inference service with: from measured CPU seconds and latency
+//! per request for each transport and payload size, the cores each transport needs at the
+//! target rate and what they cost.
+//!
+//! cores = CPU seconds per request (client + server) × requests per second; monthly core cost
+//! = cores × price per core-hour × hours per month. The recommendation is the cheapest
+//! transport whose latency meets the budget; shared memory only where both ends share a node.
+
+use serde::{Deserialize, Serialize};
+
+use crate::checks::{non_negative, positive, ModelError};
+use crate::units::{PerSecond, Seconds, UsdPerHour, UsdPerMonth};
+use crate::FieldError;
+
+/// Where the two ends run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    SameNode,
+    CrossNode,
+}
+
+/// One transport as measured at the payload size in question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TransportMeasurement {
+    /// e.g. `http_json`, `grpc_protobuf`, `unix_socket`, `shared_memory`.
+    pub transport: String,
+    /// Client plus server CPU time per request.
+    pub cpu_seconds_per_request: Seconds,
+    pub latency_p99_s: Seconds,
+    /// False for transports that need both ends on one node (shared memory, Unix sockets).
+    pub works_across_nodes: bool,
+}
+
+/// Inputs of [`advise_transport`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TransportInput {
+    pub requests_per_second: PerSecond,
+    pub placement: Placement,
+    /// Price of one core for an hour.
+    pub core_hour_usd: UsdPerHour,
+    /// Latency the transport may add at p99.
+    pub latency_budget_p99_s: Seconds,
+    pub measurements: Vec<TransportMeasurement>,
+}
+
+/// One transport's cost at the target rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TransportCost {
+    pub transport: String,
+    pub cores: f64,
+    pub monthly_core_usd: UsdPerMonth,
+    pub latency_p99_s: Seconds,
+    /// Why it cannot be chosen, if it cannot.
+    pub excluded: Option<String>,
+}
+
+/// Result of [`advise_transport`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TransportAdvice {
+    /// Cheapest first.
+    pub options: Vec<TransportCost>,
+    pub recommended: Option<String>,
+    pub reason: String,
+}
+
+pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, ModelError> {
+    let rate = positive("requests_per_second", input.requests_per_second.0)?;
+    non_negative("core_hour_usd", input.core_hour_usd.0)?;
+    positive("latency_budget_p99_s", input.latency_budget_p99_s.0)?;
+    if input.measurements.is_empty() {
+        return Err(FieldError::new("measurements", "must hold at least one transport"));
+    }
+    let mut options = Vec::with_capacity(input.measurements.len());
+    for (i, m) in input.measurements.iter().enumerate() {
+        non_negative(&format!("measurements[{i}].cpu_seconds_per_request"), m.cpu_seconds_per_request.0)?;
+        positive(&format!("measurements[{i}].latency_p99_s"), m.latency_p99_s.0)?;
+        let cores = m.cpu_seconds_per_request.0 * rate;
+        let excluded = if input.placement == Placement::CrossNode && !m.works_across_nodes {
+            Some("needs both ends on one node".to_string())
+        } else if m.latency_p99_s.0 > input.latency_budget_p99_s.0 {
+            Some(format!("p99 {:.1} µs exceeds the budget of {:.1} µs", m.latency_p99_s.0 * 1e6, input.latency_budget_p99_s.0 * 1e6))
+        } else {
+            None
+        };
+        options.push(TransportCost {
+            transport: m.transport.clone(),
+            cores,
+            monthly_core_usd: (input.core_hour_usd * cores).per_month(),
+            latency_p99_s: m.latency_p99_s,
+            excluded,
+        });
+    }
+    options.sort_by(|a, b| a.monthly_core_usd.0.total_cmp(&b.monthly_core_usd.0));
+    let eligible: Vec<&TransportCost> = options.iter().filter(|o| o.excluded.is_none()).collect();
+    let (recommended, reason) = match eligible.as_slice() {
+        [] => (None, "No measured transport meets the latency budget for this placement.".to_string()),
+        [only] => (Some(only.transport.clone()), format!("{} is the only transport within the budget.", only.transport)),
+        [best, next, ..] => (
+            Some(best.transport.clone()),
+            format!(
+                "{} needs {:.2} cores ({:.0} USD a month) at this rate, {:.0} USD a month less than {}.",
+                best.transport,
+                best.cores,
+                best.monthly_core_usd.0,
+                next.monthly_core_usd.0 - best.monthly_core_usd.0,
+                next.transport
+            ),
+        ),
+    };
+    Ok(TransportAdvice { options, recommended, reason })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(name: &str, cpu_us: f64, p99_us: f64, cross: bool) -> TransportMeasurement {
+        TransportMeasurement {
+            transport: name.into(),
+            cpu_seconds_per_request: Seconds(cpu_us * 1e-6),
+            latency_p99_s: Seconds(p99_us * 1e-6),
+            works_across_nodes: cross,
+        }
+    }
+
+    #[test]
+    fn shared_memory_wins_on_one_node_and_is_excluded_across_nodes() {
+        let mut input = TransportInput {
+            requests_per_second: PerSecond(20_000.0),
+            placement: Placement::SameNode,
+            core_hour_usd: UsdPerHour(0.04),
+            latency_budget_p99_s: Seconds(500e-6),
+            measurements: vec![
+                measured("http_json", 95.0, 400.0, true),
+                measured("grpc_protobuf", 40.0, 250.0, true),
+                measured("shared_memory", 4.0, 30.0, false),
+            ],
+        };
+        let advice = advise_transport(&input).unwrap();
+        assert_eq!(advice.recommended.as_deref(), Some("shared_memory"));
+        // 95 µs × 20 000/s = 1.9 cores; × 0.04 USD × 730 h = 55.48 USD a month.
+        let http = advice.options.iter().find(|o| o.transport == "http_json").unwrap();
+        assert!((http.cores - 1.9).abs() < 1e-9);
+        assert!((http.monthly_core_usd.0 - 55.48).abs() < 1e-6);
+        input.placement = Placement::CrossNode;
+        let advice = advise_transport(&input).unwrap();
+        assert_eq!(advice.recommended.as_deref(), Some("grpc_protobuf"));
+        assert!(advice.options.iter().any(|o| o.transport == "shared_memory" && o.excluded.is_some()));
+    }
+}
