@@ -7,6 +7,7 @@ pub mod cost;
 pub mod format;
 pub mod memory;
 pub mod queue;
+pub mod rightsize;
 pub mod rng;
 pub mod run;
 pub mod transport;

@@ -104,6 +104,11 @@ impl Queue {
         Self::with_erlang_b(arrival_rate, mean_service, cv, replicas, erlang_b(replicas, arrival_rate * mean_service))
     }
 
+    /// Like [`Queue::new`] with Erlang B already known (callers stepping through c).
+    pub fn new_with_erlang_b(arrival_rate: f64, mean_service: f64, cv: f64, replicas: u32, b: f64) -> Option<Self> {
+        Self::with_erlang_b(arrival_rate, mean_service, cv, replicas, b)
+    }
+
     fn with_erlang_b(arrival_rate: f64, mean_service: f64, cv: f64, replicas: u32, b: f64) -> Option<Self> {
         let c = f64::from(replicas);
         let rho = arrival_rate * mean_service / c;

@@ -1,0 +1,372 @@
+//! Right-sizing: search instance type × precision × batch size × replicas for the cheapest
+//! configuration that meets a latency SLO, fits in memory and loses no more accuracy than
+//! allowed; return it, the Pareto front of monthly cost against latency, and why each
+//! rejected family (instance type × precision) failed.
+//!
+//! A batch of b requests is one job: batches arrive at λ/b and take the measured batch service
+//! time. A request also waits for its batch to fill, at most (b − 1)/λ; that whole fill time
+//! is added to the latency, which is conservative. Replicas are sized with [`crate::queue`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::checks::{finite, non_negative, open_unit, positive, ModelError};
+use crate::memory::{KvCache, Precision};
+use crate::queue::{erlang_b, quantile_of, Queue, Service};
+use crate::units::{Bytes, PerSecond, Seconds, UsdPerHour, UsdPerMonth};
+use crate::FieldError;
+
+/// Where a candidate's figures came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Source {
+    /// Service times measured by agents, in these runs.
+    Measured { run_ids: Vec<String> },
+    /// Entered by hand or taken from the price catalog without measurements.
+    Catalog,
+}
+
+/// Measured (or entered) performance of one precision and batch size on one instance type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PerfPoint {
+    pub precision: Precision,
+    pub batch_size: u32,
+    /// Time to serve one batch.
+    pub service_time_mean_s: Seconds,
+    pub service_time_cv: f64,
+    /// Change in task accuracy against the full-precision model (negative is a loss).
+    pub accuracy_delta: f64,
+}
+
+/// One instance type that could serve the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Hardware {
+    pub instance_type: String,
+    pub hourly_usd: UsdPerHour,
+    /// Memory of the device that holds the model.
+    pub device_memory_bytes: Bytes,
+    pub source: Source,
+    pub perf: Vec<PerfPoint>,
+}
+
+/// The model being served.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ModelShape {
+    pub parameters: f64,
+    pub activation_bytes_per_sample: Bytes,
+    #[serde(default)]
+    pub kv_cache: KvCache,
+}
+
+/// Inputs of [`right_size`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RightSizeInput {
+    pub arrival_rate_rps: PerSecond,
+    pub slo_latency_s: Seconds,
+    pub slo_quantile: f64,
+    pub max_utilization: f64,
+    /// Largest accepted accuracy loss, e.g. 0.01 for one point.
+    pub accuracy_loss_limit: f64,
+    pub model: ModelShape,
+    /// Allocator headroom as a fraction of memory use.
+    #[serde(default = "default_headroom")]
+    pub headroom_fraction: f64,
+    /// Most replicas of one configuration.
+    #[serde(default = "default_max_replicas")]
+    pub max_replicas: u32,
+    pub hardware: Vec<Hardware>,
+}
+
+fn default_headroom() -> f64 {
+    0.1
+}
+
+fn default_max_replicas() -> u32 {
+    1000
+}
+
+/// A configuration that meets every constraint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Configuration {
+    pub instance_type: String,
+    pub precision: Precision,
+    pub batch_size: u32,
+    pub replicas: u32,
+    pub monthly_cost_usd: UsdPerMonth,
+    /// Latency at the SLO quantile, batch fill included.
+    pub latency_at_quantile_s: Seconds,
+    pub utilization: f64,
+    pub accuracy_delta: f64,
+    pub source: Source,
+}
+
+/// Why an instance type × precision produced no configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Rejection {
+    pub instance_type: String,
+    pub precision: Precision,
+    pub reason: String,
+}
+
+/// Result of [`right_size`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RightSizing {
+    pub cheapest: Option<Configuration>,
+    /// Configurations no other beats on both monthly cost and latency, cheapest first.
+    pub pareto: Vec<Configuration>,
+    pub feasible: u64,
+    /// Instance type × precision × batch × replica counts examined.
+    pub evaluated: u64,
+    pub rejected: Vec<Rejection>,
+}
+
+pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
+    let lambda = positive("arrival_rate_rps", input.arrival_rate_rps.0)?;
+    let slo = positive("slo_latency_s", input.slo_latency_s.0)?;
+    let q = open_unit("slo_quantile", input.slo_quantile)?;
+    let max_util = positive("max_utilization", input.max_utilization)?;
+    if max_util > 1.0 {
+        return Err(FieldError::new("max_utilization", "must be at most 1"));
+    }
+    let loss_limit = non_negative("accuracy_loss_limit", input.accuracy_loss_limit)?;
+    positive("model.parameters", input.model.parameters)?;
+    non_negative("model.activation_bytes_per_sample", input.model.activation_bytes_per_sample.0)?;
+    let headroom = non_negative("headroom_fraction", input.headroom_fraction)?;
+    if input.hardware.is_empty() {
+        return Err(FieldError::new("hardware", "must list at least one instance type"));
+    }
+    let per_sample = input.model.activation_bytes_per_sample + input.model.kv_cache.bytes_per_sample();
+    let mut result = RightSizing { cheapest: None, pareto: Vec::new(), feasible: 0, evaluated: 0, rejected: Vec::new() };
+    let mut feasible = Vec::new();
+    for (h, hw) in input.hardware.iter().enumerate() {
+        non_negative(&format!("hardware[{h}].hourly_usd"), hw.hourly_usd.0)?;
+        positive(&format!("hardware[{h}].device_memory_bytes"), hw.device_memory_bytes.0)?;
+        let mut families: Vec<(Precision, Option<String>)> = Vec::new();
+        for (p, point) in hw.perf.iter().enumerate() {
+            let at = format!("hardware[{h}].perf[{p}]");
+            positive(&format!("{at}.service_time_mean_s"), point.service_time_mean_s.0)?;
+            finite(&format!("{at}.service_time_cv"), point.service_time_cv)?;
+            finite(&format!("{at}.accuracy_delta"), point.accuracy_delta)?;
+            if point.batch_size == 0 {
+                return Err(FieldError::new(format!("{at}.batch_size"), "must be at least 1"));
+            }
+            let outcome = evaluate(input, hw, point, lambda, slo, q, max_util, loss_limit, headroom, per_sample, &mut result.evaluated);
+            match outcome {
+                Ok(config) => {
+                    families.retain(|(prec, _)| *prec != point.precision);
+                    families.push((point.precision, None));
+                    feasible.push(config);
+                }
+                Err(reason) => {
+                    if !families.iter().any(|(prec, _)| *prec == point.precision) {
+                        families.push((point.precision, Some(reason)));
+                    }
+                }
+            }
+        }
+        for (precision, reason) in families {
+            if let Some(reason) = reason {
+                result.rejected.push(Rejection { instance_type: hw.instance_type.clone(), precision, reason });
+            }
+        }
+    }
+    result.feasible = feasible.len() as u64;
+    feasible.sort_by(|a, b| {
+        a.monthly_cost_usd.0.total_cmp(&b.monthly_cost_usd.0).then(a.latency_at_quantile_s.0.total_cmp(&b.latency_at_quantile_s.0))
+    });
+    let mut best_latency = f64::INFINITY;
+    for config in &feasible {
+        if config.latency_at_quantile_s.0 < best_latency {
+            best_latency = config.latency_at_quantile_s.0;
+            result.pareto.push(config.clone());
+        }
+    }
+    result.cheapest = feasible.into_iter().next();
+    Ok(result)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    input: &RightSizeInput,
+    hw: &Hardware,
+    point: &PerfPoint,
+    lambda: f64,
+    slo: f64,
+    q: f64,
+    max_util: f64,
+    loss_limit: f64,
+    headroom: f64,
+    per_sample: Bytes,
+    evaluated: &mut u64,
+) -> Result<Configuration, String> {
+    let batch = f64::from(point.batch_size);
+    let needed = (Bytes(input.model.parameters * point.precision.bytes_per_value()) + per_sample * batch) * (1.0 + headroom);
+    if needed.0 > hw.device_memory_bytes.0 {
+        *evaluated += 1;
+        return Err(format!(
+            "memory: batch {} needs {:.1} GB, the device has {:.1} GB",
+            point.batch_size,
+            needed.0 / 1e9,
+            hw.device_memory_bytes.0 / 1e9
+        ));
+    }
+    if -point.accuracy_delta > loss_limit {
+        *evaluated += 1;
+        return Err(format!("accuracy: loses {:.2} points, the limit is {:.2}", -point.accuracy_delta * 100.0, loss_limit * 100.0));
+    }
+    let fill = (batch - 1.0) / lambda;
+    let budget = slo - fill;
+    let mean = point.service_time_mean_s.0;
+    let cv = point.service_time_cv.clamp(0.0, 10.0);
+    let service = Service::new(mean, cv);
+    if budget <= 0.0 || 1.0 - service.cdf(budget) > 1.0 - q {
+        *evaluated += 1;
+        return Err(format!("latency: batch {} alone takes longer than the SLO at {}", point.batch_size, crate::queue::quantile_name(q)));
+    }
+    let batches = lambda / batch;
+    let load = batches * mean;
+    let mut c = ((load / max_util).ceil() as u32).max(1);
+    if f64::from(c) <= load {
+        c += 1;
+    }
+    let mut b = erlang_b(c, load);
+    while c <= input.max_replicas {
+        *evaluated += 1;
+        let queue = Queue::new_with_erlang_b(batches, mean, cv, c, b).expect("c exceeds the offered load");
+        if queue.tail(budget) <= 1.0 - q {
+            let latency = fill + quantile_of(|t| queue.tail(t), q, mean);
+            return Ok(Configuration {
+                instance_type: hw.instance_type.clone(),
+                precision: point.precision,
+                batch_size: point.batch_size,
+                replicas: c,
+                monthly_cost_usd: (hw.hourly_usd * f64::from(c)).per_month(),
+                latency_at_quantile_s: Seconds(latency),
+                utilization: queue.utilization(),
+                accuracy_delta: point.accuracy_delta,
+                source: hw.source.clone(),
+            });
+        }
+        c += 1;
+        b = load * b / (f64::from(c) + load * b);
+    }
+    Err(format!("latency: more than {} replicas would be needed at batch {}", input.max_replicas, point.batch_size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(precision: Precision, batch: u32, ms: f64, delta: f64) -> PerfPoint {
+        PerfPoint { precision, batch_size: batch, service_time_mean_s: Seconds(ms / 1000.0), service_time_cv: 0.3, accuracy_delta: delta }
+    }
+
+    fn input() -> RightSizeInput {
+        RightSizeInput {
+            arrival_rate_rps: PerSecond(400.0),
+            slo_latency_s: Seconds(0.2),
+            slo_quantile: 0.99,
+            max_utilization: 0.8,
+            accuracy_loss_limit: 0.01,
+            model: ModelShape { parameters: 7e9, activation_bytes_per_sample: Bytes(50e6), kv_cache: KvCache::default() },
+            headroom_fraction: 0.1,
+            max_replicas: 1000,
+            hardware: vec![
+                Hardware {
+                    instance_type: "big-gpu".into(),
+                    hourly_usd: UsdPerHour(4.0),
+                    device_memory_bytes: Bytes(80e9),
+                    source: Source::Measured { run_ids: vec!["r1".into()] },
+                    perf: vec![point(Precision::Bf16, 1, 20.0, 0.0), point(Precision::Bf16, 8, 60.0, 0.0), point(Precision::Int8, 8, 35.0, -0.004)],
+                },
+                Hardware {
+                    instance_type: "small-gpu".into(),
+                    hourly_usd: UsdPerHour(1.0),
+                    // bf16 weights alone are 14 GB.
+                    device_memory_bytes: Bytes(12e9),
+                    source: Source::Catalog,
+                    perf: vec![point(Precision::Bf16, 1, 45.0, 0.0), point(Precision::Int8, 4, 60.0, -0.004), point(Precision::Int4, 8, 50.0, -0.03)],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_cheapest_meets_every_constraint_and_rejections_say_why() {
+        let result = right_size(&input()).unwrap();
+        let best = result.cheapest.clone().expect("a feasible configuration");
+        assert!(best.latency_at_quantile_s.0 <= 0.2);
+        assert!(best.utilization <= 0.8);
+        assert!(-best.accuracy_delta <= 0.01);
+        let small_bf16 = result.rejected.iter().find(|r| r.instance_type == "small-gpu" && r.precision == Precision::Bf16).unwrap();
+        assert!(small_bf16.reason.starts_with("memory"), "{}", small_bf16.reason);
+        let int4 = result.rejected.iter().find(|r| r.precision == Precision::Int4).unwrap();
+        assert!(int4.reason.starts_with("accuracy"), "{}", int4.reason);
+        // The Pareto front starts at the cheapest and gets faster as it gets dearer.
+        assert_eq!(result.pareto[0], best);
+        assert!(result.pareto.windows(2).all(|w| w[0].monthly_cost_usd.0 <= w[1].monthly_cost_usd.0
+            && w[0].latency_at_quantile_s.0 > w[1].latency_at_quantile_s.0));
+        assert!(result.evaluated >= 6);
+    }
+
+    proptest::proptest! {
+        /// Whatever the hardware, every returned configuration meets the constraints, the
+        /// cheapest costs no more than any on the front, and no front point is beaten on both axes.
+        #[test]
+        fn results_meet_constraints_and_the_front_is_not_dominated(
+            rate in 1.0..5_000.0f64,
+            slo_ms in 20.0..2_000.0f64,
+            specs in proptest::collection::vec((0.2..40.0f64, 8.0..160.0f64, 1.0..200.0f64, 0usize..5, 0u32..6, 0.0..2.0f64), 1..12),
+        ) {
+            let mut case = input();
+            case.arrival_rate_rps = PerSecond(rate);
+            case.slo_latency_s = Seconds(slo_ms / 1000.0);
+            case.hardware = specs.iter().enumerate().map(|(i, (price, gb, ms, p, b, cv))| Hardware {
+                instance_type: format!("hw-{i}"),
+                hourly_usd: UsdPerHour(*price),
+                device_memory_bytes: Bytes(gb * 1e9),
+                source: Source::Catalog,
+                perf: vec![PerfPoint {
+                    precision: Precision::ALL[*p],
+                    batch_size: 1 << b,
+                    service_time_mean_s: Seconds(ms / 1000.0),
+                    service_time_cv: *cv,
+                    accuracy_delta: -0.002 * *p as f64,
+                }],
+            }).collect();
+            let result = right_size(&case).unwrap();
+            for config in &result.pareto {
+                proptest::prop_assert!(config.latency_at_quantile_s.0 <= case.slo_latency_s.0 * (1.0 + 1e-6));
+                proptest::prop_assert!(config.utilization <= case.max_utilization + 1e-9);
+                proptest::prop_assert!(-config.accuracy_delta <= case.accuracy_loss_limit + 1e-12);
+                let cheapest = result.cheapest.as_ref().unwrap();
+                proptest::prop_assert!(cheapest.monthly_cost_usd.0 <= config.monthly_cost_usd.0);
+                for other in &result.pareto {
+                    let dominates = other.monthly_cost_usd.0 <= config.monthly_cost_usd.0
+                        && other.latency_at_quantile_s.0 < config.latency_at_quantile_s.0
+                        && other.monthly_cost_usd.0 < config.monthly_cost_usd.0;
+                    proptest::prop_assert!(!dominates, "{other:?} dominates {config:?}");
+                }
+            }
+            proptest::prop_assert_eq!(result.feasible == 0, result.cheapest.is_none());
+        }
+    }
+
+    #[test]
+    fn no_hardware_is_named_as_the_problem() {
+        let mut bad = input();
+        bad.hardware.clear();
+        assert_eq!(right_size(&bad).unwrap_err().field, "hardware");
+    }
+}
