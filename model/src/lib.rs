@@ -11,6 +11,7 @@ pub mod rightsize;
 pub mod rng;
 pub mod run;
 pub mod transport;
+pub mod uncertainty;
 pub mod units;
 pub mod validate;
 pub mod view;
