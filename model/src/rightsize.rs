@@ -149,6 +149,7 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
     let per_sample = input.model.activation_bytes_per_sample + input.model.kv_cache.bytes_per_sample();
     let mut result = RightSizing { cheapest: None, pareto: Vec::new(), feasible: 0, evaluated: 0, rejected: Vec::new() };
     let mut feasible = Vec::new();
+    let mut unit_quantiles = UnitQuantiles::new(q);
     for (h, hw) in input.hardware.iter().enumerate() {
         non_negative(&format!("hardware[{h}].hourly_usd"), hw.hourly_usd.0)?;
         positive(&format!("hardware[{h}].device_memory_bytes"), hw.device_memory_bytes.0)?;
@@ -161,12 +162,13 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
             if point.batch_size == 0 {
                 return Err(FieldError::new(format!("{at}.batch_size"), "must be at least 1"));
             }
-            let outcome = evaluate(input, hw, point, lambda, slo, q, max_util, loss_limit, headroom, per_sample, &mut result.evaluated);
+            let limits = Limits { lambda, slo, q, max_util, loss_limit, headroom, per_sample };
+            let outcome = evaluate(input, (h, p), &limits, &mut unit_quantiles, &mut result.evaluated);
             match outcome {
-                Ok(config) => {
+                Ok(candidate) => {
                     families.retain(|(prec, _)| *prec != point.precision);
                     families.push((point.precision, None));
-                    feasible.push(config);
+                    feasible.push(candidate);
                 }
                 Err(reason) => {
                     if !families.iter().any(|(prec, _)| *prec == point.precision) {
@@ -182,25 +184,59 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
         }
     }
     result.feasible = feasible.len() as u64;
-    feasible.sort_by(|a, b| {
-        a.monthly_cost_usd.0.total_cmp(&b.monthly_cost_usd.0).then(a.latency_at_quantile_s.0.total_cmp(&b.latency_at_quantile_s.0))
-    });
+    // Cheapest first; among equal costs, the lowest latency bound first. The exact quantile is
+    // computed only where the cheap lower bound says a candidate could join the front.
+    feasible.sort_by(|a, b| a.monthly_cost.total_cmp(&b.monthly_cost).then(a.lower_bound.total_cmp(&b.lower_bound)));
     let mut best_latency = f64::INFINITY;
-    for config in &feasible {
+    for candidate in feasible {
+        if candidate.lower_bound >= best_latency {
+            continue;
+        }
+        let config = candidate.resolve(input, q);
+        if result.cheapest.is_none() {
+            result.cheapest = Some(config.clone());
+        }
         if config.latency_at_quantile_s.0 < best_latency {
             best_latency = config.latency_at_quantile_s.0;
-            result.pareto.push(config.clone());
+            result.pareto.push(config);
         }
     }
-    result.cheapest = feasible.into_iter().next();
     Ok(result)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn evaluate(
-    input: &RightSizeInput,
-    hw: &Hardware,
-    point: &PerfPoint,
+/// A feasible configuration (hardware and perf point by index) whose exact latency is not
+/// computed yet.
+struct Candidate {
+    hardware: usize,
+    point: usize,
+    monthly_cost: f64,
+    queue: Queue,
+    fill: f64,
+    /// Batch fill plus the service time's own quantile: no replica count does better.
+    lower_bound: f64,
+}
+
+impl Candidate {
+    fn resolve(self, input: &RightSizeInput, q: f64) -> Configuration {
+        let hw = &input.hardware[self.hardware];
+        let point = &hw.perf[self.point];
+        let queue = &self.queue;
+        Configuration {
+            instance_type: hw.instance_type.clone(),
+            precision: point.precision,
+            batch_size: point.batch_size,
+            replicas: queue.replicas,
+            monthly_cost_usd: UsdPerMonth(self.monthly_cost),
+            latency_at_quantile_s: Seconds(self.fill + quantile_of(|t| queue.tail(t), q, queue.mean_service)),
+            utilization: queue.utilization(),
+            accuracy_delta: point.accuracy_delta,
+            source: hw.source.clone(),
+        }
+    }
+}
+
+/// The validated constraints every candidate is checked against.
+struct Limits {
     lambda: f64,
     slo: f64,
     q: f64,
@@ -208,8 +244,41 @@ fn evaluate(
     loss_limit: f64,
     headroom: f64,
     per_sample: Bytes,
+}
+
+/// The q-quantile of a unit-mean service time depends only on its cv, so one computation
+/// serves every candidate with that cv (a service time's quantile is its mean times this).
+struct UnitQuantiles {
+    q: f64,
+    known: Vec<(f64, f64)>,
+}
+
+impl UnitQuantiles {
+    fn new(q: f64) -> Self {
+        UnitQuantiles { q, known: Vec::new() }
+    }
+
+    fn get(&mut self, cv: f64) -> f64 {
+        if let Some((_, quantile)) = self.known.iter().find(|(c, _)| *c == cv) {
+            return *quantile;
+        }
+        let unit = Service::new(1.0, cv);
+        let quantile = quantile_of(|t| 1.0 - unit.cdf(t), self.q, 1.0);
+        self.known.push((cv, quantile));
+        quantile
+    }
+}
+
+fn evaluate(
+    input: &RightSizeInput,
+    (h, p): (usize, usize),
+    limits: &Limits,
+    unit_quantiles: &mut UnitQuantiles,
     evaluated: &mut u64,
-) -> Result<Configuration, String> {
+) -> Result<Candidate, String> {
+    let Limits { lambda, slo, q, max_util, loss_limit, headroom, per_sample } = *limits;
+    let hw = &input.hardware[h];
+    let point = &hw.perf[p];
     let batch = f64::from(point.batch_size);
     let needed = (Bytes(input.model.parameters * point.precision.bytes_per_value()) + per_sample * batch) * (1.0 + headroom);
     if needed.0 > hw.device_memory_bytes.0 {
@@ -229,8 +298,8 @@ fn evaluate(
     let budget = slo - fill;
     let mean = point.service_time_mean_s.0;
     let cv = point.service_time_cv.clamp(0.0, 10.0);
-    let service = Service::new(mean, cv);
-    if budget <= 0.0 || 1.0 - service.cdf(budget) > 1.0 - q {
+    let service_quantile = mean * unit_quantiles.get(cv);
+    if budget <= 0.0 || service_quantile > budget {
         *evaluated += 1;
         return Err(format!("latency: batch {} alone takes longer than the SLO at {}", point.batch_size, crate::queue::quantile_name(q)));
     }
@@ -245,18 +314,8 @@ fn evaluate(
         *evaluated += 1;
         let queue = Queue::new_with_erlang_b(batches, mean, cv, c, b).expect("c exceeds the offered load");
         if queue.tail(budget) <= 1.0 - q {
-            let latency = fill + quantile_of(|t| queue.tail(t), q, mean);
-            return Ok(Configuration {
-                instance_type: hw.instance_type.clone(),
-                precision: point.precision,
-                batch_size: point.batch_size,
-                replicas: c,
-                monthly_cost_usd: (hw.hourly_usd * f64::from(c)).per_month(),
-                latency_at_quantile_s: Seconds(latency),
-                utilization: queue.utilization(),
-                accuracy_delta: point.accuracy_delta,
-                source: hw.source.clone(),
-            });
+            let monthly_cost = (hw.hourly_usd * f64::from(c)).per_month().0;
+            return Ok(Candidate { hardware: h, point: p, monthly_cost, queue, fill, lower_bound: fill + service_quantile });
         }
         c += 1;
         b = load * b / (f64::from(c) + load * b);

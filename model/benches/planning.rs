@@ -1,0 +1,109 @@
+//! `cargo bench -p headroom-model`: how long right-sizing and the Monte Carlo take, as a
+//! table with each figure's ratio to a baseline measured in the same run (the amortization
+//! formula over 100 000 inputs), so a noisy machine still gives comparable numbers.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use model::cost::{amortize, AmortizationInput};
+use model::memory::{KvCache, Precision};
+use model::rightsize::{right_size, Hardware, ModelShape, PerfPoint, RightSizeInput, Source};
+use model::uncertainty::{simulate, Dist, UncertaintyInput};
+use model::units::{Bytes, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
+
+/// Median wall time of `runs` runs.
+fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            black_box(f());
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[runs / 2]
+}
+
+/// 1 000 instance types × 5 precisions × 20 batch sizes = 100 000 configurations.
+fn search_space(cv: f64) -> RightSizeInput {
+    let hardware = (0..1000)
+        .map(|i| {
+            let speed = 0.5 + (i % 37) as f64 / 10.0;
+            Hardware {
+                instance_type: format!("type-{i}"),
+                hourly_usd: UsdPerHour(0.5 + (i % 53) as f64 * 0.4),
+                device_memory_bytes: Bytes((16 + 8 * (i % 10)) as f64 * 1e9),
+                source: Source::Catalog,
+                perf: Precision::ALL
+                    .iter()
+                    .flat_map(|&precision| {
+                        (1..=20u32).map(move |batch| PerfPoint {
+                            precision,
+                            batch_size: batch,
+                            service_time_mean_s: Seconds((0.004 + 0.002 * f64::from(batch)) * precision.bytes_per_value() / 2.0 / speed),
+                            service_time_cv: cv,
+                            accuracy_delta: -0.001 * (4.0 - precision.bytes_per_value()),
+                        })
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    RightSizeInput {
+        arrival_rate_rps: PerSecond(2_000.0),
+        slo_latency_s: Seconds(0.15),
+        slo_quantile: 0.99,
+        max_utilization: 0.8,
+        accuracy_loss_limit: 0.005,
+        model: ModelShape { parameters: 7e9, activation_bytes_per_sample: Bytes(100e6), kv_cache: KvCache::default() },
+        headroom_fraction: 0.1,
+        max_replicas: 1000,
+        hardware,
+    }
+}
+
+fn monte_carlo(samples: u32) -> UncertaintyInput {
+    UncertaintyInput {
+        training_cost_usd: Dist::Triangular { low: 10_000.0, mode: 20_000.0, high: 40_000.0 },
+        retrains_per_month: Dist::Uniform { low: 0.5, high: 2.0 },
+        requests_per_month: Dist::LogNormal { p10: 5e7, p90: 2e8 },
+        serving_cost_per_request_usd: Dist::Normal { mean: 1e-4, sd: 1e-5 },
+        extra_training_cost_usd: Some(Dist::Uniform { low: 1_000.0, high: 5_000.0 }),
+        serving_saving_fraction: Some(Dist::Triangular { low: 0.1, mode: 0.25, high: 0.4 }),
+        samples,
+        seed: 7,
+    }
+}
+
+fn main() {
+    let inputs: Vec<AmortizationInput> = (0..100_000)
+        .map(|i| AmortizationInput {
+            training_cost_usd: Usd(1000.0 + f64::from(i)),
+            retrains_per_month: PerMonth(1.0),
+            requests_per_month: PerMonth(1e6 + f64::from(i)),
+            serving_cost_per_request_usd: Usd(1e-4),
+        })
+        .collect();
+    let baseline = time(21, || inputs.iter().map(|i| amortize(i).unwrap().total_cost_per_request_usd.0).sum::<f64>());
+
+    let mut rows: Vec<(String, Duration, String)> = Vec::new();
+    for cv in [1.0, 0.3] {
+        let space = search_space(cv);
+        let result = right_size(&space).unwrap();
+        let took = time(5, || right_size(&space).unwrap());
+        rows.push((
+            format!("right-size 100 000 configs, cv {cv}"),
+            took,
+            format!("{} replica counts examined, {} feasible, goal < 50 ms", result.evaluated, result.feasible),
+        ));
+    }
+    let input = monte_carlo(100_000);
+    let took = time(11, || simulate(&input).unwrap());
+    rows.push(("Monte Carlo 100 000 samples, 6 inputs".into(), took, "native; goal < 100 ms in the browser".into()));
+
+    println!("{:<42} {:>12} {:>10}  notes", "benchmark", "median", "× baseline");
+    println!("{:<42} {:>12} {:>10}  {}", "baseline: amortize 100 000 inputs", format!("{:.2?}", baseline), "1.0", "the reference in this run");
+    for (name, took, note) in rows {
+        println!("{:<42} {:>12} {:>10.1}  {note}", name, format!("{took:.2?}"), took.as_secs_f64() / baseline.as_secs_f64());
+    }
+}
