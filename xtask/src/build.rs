@@ -22,7 +22,7 @@ pub struct Built {
 
 impl Build {
     pub fn new() -> anyhow::Result<Self> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("xtask has no parent folder")?.to_path_buf();
+        let root = workspace_root()?;
         let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
         let target = if target.is_relative() { root.join(target) } else { target };
         Ok(Build { root, target })
@@ -88,6 +88,21 @@ impl Build {
         )?;
         Ok(bin)
     }
+}
+
+/// The workspace being worked on, found from the current directory at run time: the xtask
+/// binary may have been built from another checkout sharing the same target directory.
+fn workspace_root() -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["locate-project", "--workspace", "--message-format", "plain"])
+        .output()
+        .context("cannot run cargo locate-project")?;
+    if !out.status.success() {
+        bail!("not inside the Headroom workspace: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let manifest = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Ok(manifest.parent().context("workspace manifest has no folder")?.to_path_buf())
 }
 
 /// Adds the wasm32 target through rustup when it is missing.
