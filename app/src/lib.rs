@@ -8,8 +8,8 @@ pub mod pages;
 pub mod backend;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
-use leptos_router::components::{Redirect, Route, Router, Routes, A};
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::components::{A, Redirect, Route, Router, Routes};
 use leptos_router::path;
 
 /// The stylesheet and bundle names the build writes under `/pkg`.

@@ -120,7 +120,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run { suites, quick, json, instance_type, hourly_usd, server } => {
             if let Some(price) = hourly_usd {
-                anyhow::ensure!(price.is_finite() && price >= 0.0, "--hourly-usd must be a finite, non-negative number");
+                anyhow::ensure!(
+                    price.is_finite() && price >= 0.0,
+                    "--hourly-usd must be a finite, non-negative number"
+                );
             }
             let spool = Spool::open(&cli.spool)?;
             let target = target(&server)?;
@@ -134,7 +137,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             match target {
                 Some(target) => flush(&spool, &target).await,
                 None => {
-                    log("no --server given: the run stays in the spool; send it later with `measurements-agent upload`");
+                    log(
+                        "no --server given: the run stays in the spool; send it later with `measurements-agent upload`",
+                    );
                     Ok(ExitCode::SUCCESS)
                 }
             }
@@ -173,7 +178,9 @@ fn measure(requested: &[Suite], effort: Effort, facts: &inventory::OperatorFacts
 async fn flush(spool: &Spool, target: &Target) -> anyhow::Result<ExitCode> {
     let report = upload::flush(spool, target, &mut |line| log(line)).await?;
     for (run, reason) in &report.kept {
-        log(&format!("run {run} kept in the spool ({reason}); it will be sent by the next run or `measurements-agent upload`"));
+        log(&format!(
+            "run {run} kept in the spool ({reason}); it will be sent by the next run or `measurements-agent upload`"
+        ));
     }
     log(&format!(
         "{} uploaded, {} refused, {} waiting in {}",

@@ -60,7 +60,10 @@ pub async fn flush(spool: &Spool, target: &Target, log: &mut dyn FnMut(&str)) ->
             Attempt::Acked(ack, door) => {
                 spool.remove(path)?;
                 let verb = if ack.duplicate { "already stored" } else { "stored" };
-                log(&format!("uploaded run {} over {door} ({verb}, {} measurements)", ack.run_id, ack.measurements_stored));
+                log(&format!(
+                    "uploaded run {} over {door} ({verb}, {} measurements)",
+                    ack.run_id, ack.measurements_stored
+                ));
                 report.acked.push(ack);
             }
             Attempt::Refused(reason) => {

@@ -5,7 +5,7 @@ use std::process::Output;
 
 use assert_cmd::cargo::CommandCargoExt;
 use headroom_server::store::{RunFilter, Store};
-use headroom_server::{admin, AppState};
+use headroom_server::{AppState, admin};
 use tokio::sync::oneshot;
 
 struct Server {
@@ -67,7 +67,10 @@ async fn agent(args: &[&str], spool: &Path, server: Option<(&str, &str)>) -> Out
 }
 
 fn spooled(spool: &Path) -> usize {
-    std::fs::read_dir(spool).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json")).count()
+    std::fs::read_dir(spool)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+        .count()
 }
 
 fn text(out: &Output) -> String {

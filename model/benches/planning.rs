@@ -1,14 +1,14 @@
-//! `cargo bench -p headroom-model`: how long right-sizing and the Monte Carlo take, as a
+//! `cargo bench -p model`: how long right-sizing and the Monte Carlo take, as a
 //! table with each figure's ratio to a baseline measured in the same run (the amortization
 //! formula over 100 000 inputs), so a noisy machine still gives comparable numbers.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use model::cost::{amortize, AmortizationInput};
+use model::cost::{AmortizationInput, amortize};
 use model::memory::{KvCache, Precision};
-use model::rightsize::{right_size, Hardware, ModelShape, PerfPoint, RightSizeInput, Source};
-use model::uncertainty::{simulate, Dist, UncertaintyInput};
+use model::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, Source, right_size};
+use model::uncertainty::{Dist, UncertaintyInput, simulate};
 use model::units::{Bytes, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
 /// Median wall time of `runs` runs.
@@ -40,7 +40,9 @@ fn search_space(cv: f64) -> RightSizeInput {
                         (1..=20u32).map(move |batch| PerfPoint {
                             precision,
                             batch_size: batch,
-                            service_time_mean_s: Seconds((0.004 + 0.002 * f64::from(batch)) * precision.bytes_per_value() / 2.0 / speed),
+                            service_time_mean_s: Seconds(
+                                (0.004 + 0.002 * f64::from(batch)) * precision.bytes_per_value() / 2.0 / speed,
+                            ),
                             service_time_cv: cv,
                             accuracy_delta: -0.001 * (4.0 - precision.bytes_per_value()),
                         })
@@ -102,8 +104,18 @@ fn main() {
     rows.push(("Monte Carlo 100 000 samples, 6 inputs".into(), took, "native; goal < 100 ms in the browser".into()));
 
     println!("{:<42} {:>12} {:>10}  notes", "benchmark", "median", "× baseline");
-    println!("{:<42} {:>12} {:>10}  {}", "baseline: amortize 100 000 inputs", format!("{:.2?}", baseline), "1.0", "the reference in this run");
+    println!(
+        "{:<42} {:>12} {:>10}  the reference in this run",
+        "baseline: amortize 100 000 inputs",
+        format!("{:.2?}", baseline),
+        "1.0"
+    );
     for (name, took, note) in rows {
-        println!("{:<42} {:>12} {:>10.1}  {note}", name, format!("{took:.2?}"), took.as_secs_f64() / baseline.as_secs_f64());
+        println!(
+            "{:<42} {:>12} {:>10.1}  {note}",
+            name,
+            format!("{took:.2?}"),
+            took.as_secs_f64() / baseline.as_secs_f64()
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::{non_negative, positive, ModelError};
+use crate::checks::{ModelError, non_negative, positive};
 use crate::units::{PerMonth, PerSecond, Usd, UsdPerHour, UsdPerMonth};
 
 /// Inputs of [`amortize`].

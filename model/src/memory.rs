@@ -7,9 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::{non_negative, positive, ModelError};
-use crate::units::Bytes;
 use crate::FieldError;
+use crate::checks::{ModelError, non_negative, positive};
+use crate::units::Bytes;
 
 /// Numeric precision of weights (or of the KV cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -24,7 +24,8 @@ pub enum Precision {
 }
 
 impl Precision {
-    pub const ALL: [Precision; 5] = [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Int8, Precision::Int4];
+    pub const ALL: [Precision; 5] =
+        [Precision::Fp32, Precision::Fp16, Precision::Bf16, Precision::Int8, Precision::Int4];
 
     pub fn bytes_per_value(self) -> f64 {
         match self {
@@ -62,7 +63,13 @@ impl KvCache {
     /// Bytes of K and V for one sequence.
     pub fn bytes_per_sample(&self) -> Bytes {
         let per_value = self.precision.unwrap_or(Precision::Fp16).bytes_per_value();
-        Bytes(2.0 * f64::from(self.layers) * f64::from(self.kv_heads) * f64::from(self.head_dim) * f64::from(self.context_tokens) * per_value)
+        Bytes(
+            2.0 * f64::from(self.layers)
+                * f64::from(self.kv_heads)
+                * f64::from(self.head_dim)
+                * f64::from(self.context_tokens)
+                * per_value,
+        )
     }
 }
 
@@ -149,7 +156,13 @@ mod tests {
             parameters: 8.03e9,
             precision,
             activation_bytes_per_sample: Bytes(64.0 * 1024.0 * 1024.0),
-            kv_cache: KvCache { layers: 32, kv_heads: 8, head_dim: 128, context_tokens: 8192, precision: Some(Precision::Fp16) },
+            kv_cache: KvCache {
+                layers: 32,
+                kv_heads: 8,
+                head_dim: 128,
+                context_tokens: 8192,
+                precision: Some(Precision::Fp16),
+            },
             batch_size: batch,
             headroom_fraction: 0.1,
             device_memory_bytes: Bytes(80.0 * 1e9),
@@ -185,7 +198,7 @@ mod tests {
             let fit = memory_fit(&input).unwrap();
             prop_assert!((fit.total_bytes.0 - (fit.weights_bytes + fit.activations_bytes + fit.kv_cache_bytes + fit.headroom_bytes).0).abs() <= 1e-6 * fit.total_bytes.0);
             let max = fit.max_batch_size;
-            if max >= 1 && max < 1_000_000 {
+            if (1..1_000_000).contains(&max) {
                 input.batch_size = max;
                 prop_assert!(memory_fit(&input).unwrap().fits);
                 input.batch_size = max + 1;

@@ -18,9 +18,9 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Gamma};
 
-use crate::checks::{finite, open_unit, positive, ModelError};
-use crate::units::{PerSecond, Seconds};
 use crate::FieldError;
+use crate::checks::{ModelError, finite, open_unit, positive};
+use crate::units::{PerSecond, Seconds};
 
 /// The service-time distribution implied by a mean and a coefficient of variation.
 #[derive(Debug, Clone)]
@@ -55,7 +55,13 @@ impl Service {
     /// P(S + W' > t) for W' ~ Exp(theta).
     fn tail_with_wait(&self, theta: f64, t: f64) -> f64 {
         match self {
-            Service::Deterministic(m) => if t < *m { 1.0 } else { (-theta * (t - m)).exp() },
+            Service::Deterministic(m) => {
+                if t < *m {
+                    1.0
+                } else {
+                    (-theta * (t - m)).exp()
+                }
+            }
             Service::Exponential(mu) => {
                 if (mu - theta).abs() < 1e-9 * mu {
                     (1.0 + mu * t) * (-mu * t).exp()
@@ -135,12 +141,21 @@ impl Queue {
     fn with_erlang_b(arrival_rate: f64, mean_service: f64, cv: f64, replicas: u32, b: f64) -> Option<Self> {
         let c = f64::from(replicas);
         let rho = arrival_rate * mean_service / c;
-        if !(rho < 1.0) || replicas == 0 {
+        // NaN loads are unstable too.
+        if rho.is_nan() || rho >= 1.0 || replicas == 0 {
             return None;
         }
         let probability_of_wait = if arrival_rate > 0.0 { b / (1.0 - rho * (1.0 - b)) } else { 0.0 };
         let theta = (c / mean_service - arrival_rate) * 2.0 / (1.0 + cv * cv);
-        Some(Queue { arrival_rate, mean_service, cv, replicas, service: Service::new(mean_service, cv), probability_of_wait, theta })
+        Some(Queue {
+            arrival_rate,
+            mean_service,
+            cv,
+            replicas,
+            service: Service::new(mean_service, cv),
+            probability_of_wait,
+            theta,
+        })
     }
 
     pub fn utilization(&self) -> f64 {
@@ -178,7 +193,11 @@ pub fn quantile_of(tail: impl Fn(f64) -> f64, q: f64, scale: f64) -> f64 {
     let mut lo = 0.0;
     for _ in 0..80 {
         let mid = 0.5 * (lo + hi);
-        if tail(mid) > target { lo = mid } else { hi = mid }
+        if tail(mid) > target {
+            lo = mid
+        } else {
+            hi = mid
+        }
         if hi - lo <= 1e-10 * hi {
             break;
         }
@@ -251,7 +270,10 @@ pub fn size_replicas(input: &ReplicaInput) -> Result<ReplicaPlan, ModelError> {
     if floor > slo {
         return Err(FieldError::new(
             "slo_latency_s",
-            format!("is below the service time's own {} ({floor:.6} s): no replica count can meet it", quantile_name(q)),
+            format!(
+                "is below the service time's own {} ({floor:.6} s): no replica count can meet it",
+                quantile_name(q)
+            ),
         ));
     }
     let design = lambda * burst;
@@ -274,7 +296,8 @@ pub fn size_replicas(input: &ReplicaInput) -> Result<ReplicaPlan, ModelError> {
                 mean_latency_s: Seconds(planned.mean_response()),
                 latency_at_quantile_s: Seconds(planned.quantile(q)),
                 burst_latency_at_quantile_s: Seconds(queue.quantile(q)),
-                model: if (cv - 1.0).abs() < 1e-9 { "M/M/c (exact)" } else { "M/G/c (Allen–Cunneen approximation)" }.into(),
+                model: if (cv - 1.0).abs() < 1e-9 { "M/M/c (exact)" } else { "M/G/c (Allen–Cunneen approximation)" }
+                    .into(),
             });
         }
         c += 1;
@@ -336,7 +359,12 @@ mod tests {
         near.service = Service::Gamma(Gamma::new(1.0, 2.0).unwrap());
         for t in [0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0] {
             let (a, b) = (exact.tail(t), near.tail(t));
-            assert!((a - b).abs() < 1e-9 && (a < 1e-12 || (a - b).abs() <= 1e-6 * a), "t={t}: {} vs {}", exact.tail(t), near.tail(t));
+            assert!(
+                (a - b).abs() < 1e-9 && (a < 1e-12 || (a - b).abs() <= 1e-6 * a),
+                "t={t}: {} vs {}",
+                exact.tail(t),
+                near.tail(t)
+            );
         }
     }
 

@@ -9,11 +9,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::{finite, non_negative, open_unit, positive, ModelError};
-use crate::memory::{KvCache, Precision};
-use crate::queue::{erlang_b, quantile_of, Queue, Service};
-use crate::units::{Bytes, PerSecond, Seconds, UsdPerHour, UsdPerMonth};
 use crate::FieldError;
+use crate::checks::{ModelError, finite, non_negative, open_unit, positive};
+use crate::memory::{KvCache, Precision};
+use crate::queue::{Queue, Service, erlang_b, quantile_of};
+use crate::units::{Bytes, PerSecond, Seconds, UsdPerHour, UsdPerMonth};
 
 /// Where a candidate's figures came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,7 +147,8 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
         return Err(FieldError::new("hardware", "must list at least one instance type"));
     }
     let per_sample = input.model.activation_bytes_per_sample + input.model.kv_cache.bytes_per_sample();
-    let mut result = RightSizing { cheapest: None, pareto: Vec::new(), feasible: 0, evaluated: 0, rejected: Vec::new() };
+    let mut result =
+        RightSizing { cheapest: None, pareto: Vec::new(), feasible: 0, evaluated: 0, rejected: Vec::new() };
     let mut feasible = Vec::new();
     let mut unit_quantiles = UnitQuantiles::new(q);
     for (h, hw) in input.hardware.iter().enumerate() {
@@ -280,7 +281,8 @@ fn evaluate(
     let hw = &input.hardware[h];
     let point = &hw.perf[p];
     let batch = f64::from(point.batch_size);
-    let needed = (Bytes(input.model.parameters * point.precision.bytes_per_value()) + per_sample * batch) * (1.0 + headroom);
+    let needed =
+        (Bytes(input.model.parameters * point.precision.bytes_per_value()) + per_sample * batch) * (1.0 + headroom);
     if needed.0 > hw.device_memory_bytes.0 {
         *evaluated += 1;
         return Err(format!(
@@ -292,7 +294,11 @@ fn evaluate(
     }
     if -point.accuracy_delta > loss_limit {
         *evaluated += 1;
-        return Err(format!("accuracy: loses {:.2} points, the limit is {:.2}", -point.accuracy_delta * 100.0, loss_limit * 100.0));
+        return Err(format!(
+            "accuracy: loses {:.2} points, the limit is {:.2}",
+            -point.accuracy_delta * 100.0,
+            loss_limit * 100.0
+        ));
     }
     let fill = (batch - 1.0) / lambda;
     let budget = slo - fill;
@@ -301,7 +307,11 @@ fn evaluate(
     let service_quantile = mean * unit_quantiles.get(cv);
     if budget <= 0.0 || service_quantile > budget {
         *evaluated += 1;
-        return Err(format!("latency: batch {} alone takes longer than the SLO at {}", point.batch_size, crate::queue::quantile_name(q)));
+        return Err(format!(
+            "latency: batch {} alone takes longer than the SLO at {}",
+            point.batch_size,
+            crate::queue::quantile_name(q)
+        ));
     }
     let batches = lambda / batch;
     let load = batches * mean;
@@ -315,7 +325,14 @@ fn evaluate(
         let queue = Queue::new_with_erlang_b(batches, mean, cv, c, b).expect("c exceeds the offered load");
         if queue.tail(budget) <= 1.0 - q {
             let monthly_cost = (hw.hourly_usd * f64::from(c)).per_month().0;
-            return Ok(Candidate { hardware: h, point: p, monthly_cost, queue, fill, lower_bound: fill + service_quantile });
+            return Ok(Candidate {
+                hardware: h,
+                point: p,
+                monthly_cost,
+                queue,
+                fill,
+                lower_bound: fill + service_quantile,
+            });
         }
         c += 1;
         b = load * b / (f64::from(c) + load * b);
@@ -328,7 +345,13 @@ mod tests {
     use super::*;
 
     fn point(precision: Precision, batch: u32, ms: f64, delta: f64) -> PerfPoint {
-        PerfPoint { precision, batch_size: batch, service_time_mean_s: Seconds(ms / 1000.0), service_time_cv: 0.3, accuracy_delta: delta }
+        PerfPoint {
+            precision,
+            batch_size: batch,
+            service_time_mean_s: Seconds(ms / 1000.0),
+            service_time_cv: 0.3,
+            accuracy_delta: delta,
+        }
     }
 
     fn input() -> RightSizeInput {
@@ -338,7 +361,11 @@ mod tests {
             slo_quantile: 0.99,
             max_utilization: 0.8,
             accuracy_loss_limit: 0.01,
-            model: ModelShape { parameters: 7e9, activation_bytes_per_sample: Bytes(50e6), kv_cache: KvCache::default() },
+            model: ModelShape {
+                parameters: 7e9,
+                activation_bytes_per_sample: Bytes(50e6),
+                kv_cache: KvCache::default(),
+            },
             headroom_fraction: 0.1,
             max_replicas: 1000,
             hardware: vec![
@@ -347,7 +374,11 @@ mod tests {
                     hourly_usd: UsdPerHour(4.0),
                     device_memory_bytes: Bytes(80e9),
                     source: Source::Measured { run_ids: vec!["r1".into()] },
-                    perf: vec![point(Precision::Bf16, 1, 20.0, 0.0), point(Precision::Bf16, 8, 60.0, 0.0), point(Precision::Int8, 8, 35.0, -0.004)],
+                    perf: vec![
+                        point(Precision::Bf16, 1, 20.0, 0.0),
+                        point(Precision::Bf16, 8, 60.0, 0.0),
+                        point(Precision::Int8, 8, 35.0, -0.004),
+                    ],
                 },
                 Hardware {
                     instance_type: "small-gpu".into(),
@@ -355,7 +386,11 @@ mod tests {
                     // bf16 weights alone are 14 GB.
                     device_memory_bytes: Bytes(12e9),
                     source: Source::Catalog,
-                    perf: vec![point(Precision::Bf16, 1, 45.0, 0.0), point(Precision::Int8, 4, 60.0, -0.004), point(Precision::Int4, 8, 50.0, -0.03)],
+                    perf: vec![
+                        point(Precision::Bf16, 1, 45.0, 0.0),
+                        point(Precision::Int8, 4, 60.0, -0.004),
+                        point(Precision::Int4, 8, 50.0, -0.03),
+                    ],
                 },
             ],
         }
@@ -368,7 +403,8 @@ mod tests {
         assert!(best.latency_at_quantile_s.0 <= 0.2);
         assert!(best.utilization <= 0.8);
         assert!(-best.accuracy_delta <= 0.01);
-        let small_bf16 = result.rejected.iter().find(|r| r.instance_type == "small-gpu" && r.precision == Precision::Bf16).unwrap();
+        let small_bf16 =
+            result.rejected.iter().find(|r| r.instance_type == "small-gpu" && r.precision == Precision::Bf16).unwrap();
         assert!(small_bf16.reason.starts_with("memory"), "{}", small_bf16.reason);
         let int4 = result.rejected.iter().find(|r| r.precision == Precision::Int4).unwrap();
         assert!(int4.reason.starts_with("accuracy"), "{}", int4.reason);

@@ -8,9 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::{non_negative, positive, ModelError};
-use crate::units::{PerSecond, Seconds, UsdPerHour, UsdPerMonth};
 use crate::FieldError;
+use crate::checks::{ModelError, non_negative, positive};
+use crate::units::{PerSecond, Seconds, UsdPerHour, UsdPerMonth};
 
 /// Where the two ends run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,7 +86,11 @@ pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, Model
         let excluded = if input.placement == Placement::CrossNode && !m.works_across_nodes {
             Some("needs both ends on one node".to_string())
         } else if m.latency_p99_s.0 > input.latency_budget_p99_s.0 {
-            Some(format!("p99 {:.1} µs exceeds the budget of {:.1} µs", m.latency_p99_s.0 * 1e6, input.latency_budget_p99_s.0 * 1e6))
+            Some(format!(
+                "p99 {:.1} µs exceeds the budget of {:.1} µs",
+                m.latency_p99_s.0 * 1e6,
+                input.latency_budget_p99_s.0 * 1e6
+            ))
         } else {
             None
         };
@@ -102,7 +106,9 @@ pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, Model
     let eligible: Vec<&TransportCost> = options.iter().filter(|o| o.excluded.is_none()).collect();
     let (recommended, reason) = match eligible.as_slice() {
         [] => (None, "No measured transport meets the latency budget for this placement.".to_string()),
-        [only] => (Some(only.transport.clone()), format!("{} is the only transport within the budget.", only.transport)),
+        [only] => {
+            (Some(only.transport.clone()), format!("{} is the only transport within the budget.", only.transport))
+        }
         [best, next, ..] => (
             Some(best.transport.clone()),
             format!(

@@ -13,9 +13,9 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, LogNormal, Normal, Triangular, Uniform};
 
-use crate::checks::{finite, ModelError};
-use crate::rng::Rng;
 use crate::FieldError;
+use crate::checks::{ModelError, finite};
+use crate::rng::Rng;
 
 /// z of the 90th percentile of a standard normal.
 const Z90: f64 = 1.281_551_565_544_600_5;
@@ -25,12 +25,27 @@ const Z90: f64 = 1.281_551_565_544_600_5;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Dist {
-    Fixed { value: f64 },
-    Normal { mean: f64, sd: f64 },
+    Fixed {
+        value: f64,
+    },
+    Normal {
+        mean: f64,
+        sd: f64,
+    },
     /// A log-normal given by the range a person would state: 80% of outcomes in [p10, p90].
-    LogNormal { p10: f64, p90: f64 },
-    Uniform { low: f64, high: f64 },
-    Triangular { low: f64, mode: f64, high: f64 },
+    LogNormal {
+        p10: f64,
+        p90: f64,
+    },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    Triangular {
+        low: f64,
+        mode: f64,
+        high: f64,
+    },
 }
 
 /// A distribution ready to sample.
@@ -58,18 +73,24 @@ impl Dist {
         }
         Ok(match *self {
             Dist::Fixed { value } => Sampler::Fixed(value),
-            Dist::Normal { mean, sd } => Sampler::Normal(Normal::new(mean, sd).map_err(|_| bad("sd must be greater than zero"))?),
+            Dist::Normal { mean, sd } => {
+                Sampler::Normal(Normal::new(mean, sd).map_err(|_| bad("sd must be greater than zero"))?)
+            }
             Dist::LogNormal { p10, p90 } => {
                 if !(p10 > 0.0 && p90 > p10) {
                     return Err(bad("needs 0 < p10 < p90"));
                 }
                 let (lo, hi) = (p10.ln(), p90.ln());
-                Sampler::LogNormal(LogNormal::new(0.5 * (lo + hi), (hi - lo) / (2.0 * Z90)).map_err(|_| bad("invalid range"))?)
+                Sampler::LogNormal(
+                    LogNormal::new(0.5 * (lo + hi), (hi - lo) / (2.0 * Z90)).map_err(|_| bad("invalid range"))?,
+                )
             }
-            Dist::Uniform { low, high } => Sampler::Uniform(Uniform::new(low, high).map_err(|_| bad("needs low < high"))?),
-            Dist::Triangular { low, mode, high } => {
-                Sampler::Triangular(Triangular::new(low, high, mode).map_err(|_| bad("needs low ≤ mode ≤ high and low < high"))?)
+            Dist::Uniform { low, high } => {
+                Sampler::Uniform(Uniform::new(low, high).map_err(|_| bad("needs low < high"))?)
             }
+            Dist::Triangular { low, mode, high } => Sampler::Triangular(
+                Triangular::new(low, high, mode).map_err(|_| bad("needs low ≤ mode ≤ high and low < high"))?,
+            ),
         })
     }
 }
@@ -185,8 +206,12 @@ pub fn simulate(input: &UncertaintyInput) -> Result<Uncertainty, ModelError> {
             inputs.samplers.push(saving.sampler("serving_saving_fraction")?);
         }
         (None, None) => {}
-        (Some(_), None) => return Err(FieldError::new("serving_saving_fraction", "required with extra_training_cost_usd")),
-        (None, Some(_)) => return Err(FieldError::new("extra_training_cost_usd", "required with serving_saving_fraction")),
+        (Some(_), None) => {
+            return Err(FieldError::new("serving_saving_fraction", "required with extra_training_cost_usd"));
+        }
+        (None, Some(_)) => {
+            return Err(FieldError::new("extra_training_cost_usd", "required with serving_saving_fraction"));
+        }
     }
     let n = input.samples as usize;
     let mut rng = Rng::seeded(input.seed);
@@ -219,7 +244,8 @@ pub fn simulate(input: &UncertaintyInput) -> Result<Uncertainty, ModelError> {
         .collect();
     tornado.sort_by(|a, b| b.spread.total_cmp(&a.spread));
     let cost = band(&mut per_request);
-    finite("cost_per_request_usd", cost.p90).map_err(|_| FieldError::new("requests_per_month", "makes the cost per request unbounded"))?;
+    finite("cost_per_request_usd", cost.p90)
+        .map_err(|_| FieldError::new("requests_per_month", "makes the cost per request unbounded"))?;
     Ok(Uncertainty {
         cost_per_request_usd: cost,
         monthly_total_usd: band(&mut monthly),

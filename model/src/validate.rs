@@ -216,7 +216,8 @@ mod tests {
 
     #[test]
     fn each_violation_names_its_field() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut RunUpload)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut RunUpload)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             ("run_id", Box::new(|u| u.run_id = uuid::Uuid::nil())),
             ("agent_version", Box::new(|u| u.agent_version = " ".into())),
             ("finished_at_ms", Box::new(|u| u.finished_at_ms = 1)),
@@ -228,10 +229,13 @@ mod tests {
             ("measurements[0].stats.p90", Box::new(|u| u.measurements[0].stats.as_mut().unwrap().p90 = 1.0)),
             ("measurements[0].stats.samples", Box::new(|u| u.measurements[0].stats.as_mut().unwrap().samples = 0)),
             ("measurements[0].stats", Box::new(|u| u.measurements[0].stats = None)),
-            ("measurements[0].reason", Box::new(|u| {
-                u.measurements[0].status = MeasurementStatus::Skipped;
-                u.measurements[0].stats = None;
-            })),
+            (
+                "measurements[0].reason",
+                Box::new(|u| {
+                    u.measurements[0].status = MeasurementStatus::Skipped;
+                    u.measurements[0].stats = None;
+                }),
+            ),
         ];
         for (field, mutate) in cases {
             let mut run = upload();

@@ -66,7 +66,10 @@ fn compare(cv: f64, acceptable: impl Fn(f64, f64) -> bool) -> Vec<String> {
             let n = if rho >= 0.9 { 600_000 } else { 200_000 };
             let sim = simulate_p99(lambda, mean, cv, c, n, 7 + u64::from(c));
             let error = (model - sim).abs() / sim;
-            let line = format!("cv={cv} ρ={rho} c={c}: model p99 {model:.5} s, simulated {sim:.5} s, error {:.1}%", error * 100.0);
+            let line = format!(
+                "cv={cv} ρ={rho} c={c}: model p99 {model:.5} s, simulated {sim:.5} s, error {:.1}%",
+                error * 100.0
+            );
             eprintln!("{line}");
             if !acceptable(model, sim) {
                 failures.push(line);

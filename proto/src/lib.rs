@@ -69,8 +69,8 @@ impl TryFrom<pb::RunUpload> for model::RunUpload {
     type Error = FieldError;
 
     fn try_from(run: pb::RunUpload) -> Result<Self, FieldError> {
-        let run_id = uuid::Uuid::parse_str(&run.run_id)
-            .map_err(|e| FieldError::new("run_id", format!("not a UUID: {e}")))?;
+        let run_id =
+            uuid::Uuid::parse_str(&run.run_id).map_err(|e| FieldError::new("run_id", format!("not a UUID: {e}")))?;
         let node = run.node.ok_or_else(|| FieldError::new("node", "missing"))?;
         let measurements = run
             .measurements

@@ -2,17 +2,17 @@
 //! ingest-only token. Secrets are random, shown once, and stored as SHA-256 hashes; passwords
 //! as argon2 hashes.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
 use axum::http::header::{AUTHORIZATION, COOKIE};
 use axum::http::request::Parts;
-use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 
+use crate::AppState;
 use crate::error::ApiError;
 use crate::store::{AgentRecord, Store, UserRecord};
-use crate::AppState;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "headroom_session";

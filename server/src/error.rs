@@ -1,9 +1,9 @@
 //! The API's one error type: it knows its status code, answers JSON `{"error": "..."}`,
 //! logs server faults and never shows their internals to the caller.
 
+use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use model::FieldError;
 
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use std::future::Future;
 use std::path::Path;
 
 use axum::extract::{DefaultBodyLimit, FromRef};
-use axum::{middleware, Router};
+use axum::{Router, middleware};
 use leptos::config::LeptosOptions;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use headroom_server::auth::Role;
 use headroom_server::store::{self, Store};
-use headroom_server::{admin, AppState};
+use headroom_server::{AppState, admin};
 
 #[derive(Parser)]
 #[command(name = "headroom-server", version, about = "Headroom: what your inference performance costs, measured.")]

@@ -3,22 +3,19 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(render))
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).route("/metrics", get(render))
 }
 
 /// The process-wide Prometheus recorder, installed on first use.
@@ -60,11 +57,10 @@ async fn render(State(state): State<AppState>) -> Response {
 /// Counts every request and its latency by route template, method and status.
 pub async fn track(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| if request.uri().path().starts_with("/pkg/") { "/pkg/*".into() } else { "other".into() });
+    let route =
+        request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| {
+            if request.uri().path().starts_with("/pkg/") { "/pkg/*".into() } else { "other".into() }
+        });
     let method = request.method().to_string();
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();

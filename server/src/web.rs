@@ -4,21 +4,21 @@
 use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle};
+use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header::LOCATION;
 use axum::http::StatusCode;
+use axum::http::header::LOCATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::Router;
 use futures::future::BoxFuture;
 use leptos::prelude::provide_context;
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use leptos_axum::{LeptosRoutes, generate_route_list};
 use model::FleetView;
 use tower_http::services::ServeDir;
 
+use crate::AppState;
 use crate::auth::{self, Caller, Principal, Role};
 use crate::store::{RunFilter, Store};
-use crate::AppState;
 
 /// How many runs the Fleet page lists.
 const RECENT_RUNS: u32 = 20;

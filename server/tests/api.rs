@@ -2,11 +2,11 @@
 
 mod common;
 
-use common::{databases, sample_run, spawn, TestApp};
+use common::{TestApp, databases, sample_run, spawn};
 use headroom_server::auth::Role;
 use proto::pb::ingest_client::IngestClient;
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 async fn post_json(app: &TestApp, token: Option<&str>, body: String) -> (StatusCode, Value) {
     let mut request = app.http.post(app.url("/api/v1/runs")).header("content-type", "application/json").body(body);
@@ -19,7 +19,11 @@ async fn post_json(app: &TestApp, token: Option<&str>, body: String) -> (StatusC
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
-async fn grpc(app: &TestApp, token: Option<&str>, run: proto::pb::RunUpload) -> Result<proto::pb::UploadAck, tonic::Status> {
+async fn grpc(
+    app: &TestApp,
+    token: Option<&str>,
+    run: proto::pb::RunUpload,
+) -> Result<proto::pb::UploadAck, tonic::Status> {
     let mut client = IngestClient::connect(app.base.clone()).await.expect("gRPC connect");
     let mut request = tonic::Request::new(run);
     if let Some(token) = token {
@@ -80,7 +84,14 @@ type Mutation = fn(&mut Value);
 async fn bad_uploads_are_refused_with_a_reason_and_store_nothing() {
     let json_cases: Vec<(&str, Mutation, u16, &str)> = vec![
         ("wrong type", |v| v["node"]["cpu_cores"] = json!("two"), 422, "node.cpu_cores"),
-        ("missing field", |v| { v["node"].as_object_mut().unwrap().remove("hostname"); }, 422, "hostname"),
+        (
+            "missing field",
+            |v| {
+                v["node"].as_object_mut().unwrap().remove("hostname");
+            },
+            422,
+            "hostname",
+        ),
         ("unknown suite", |v| v["measurements"][0]["suite"] = json!("warp"), 422, "measurements[0].suite"),
         ("unknown unit", |v| v["measurements"][1]["unit"] = json!("furlongs"), 422, "measurements[1].unit"),
         ("unknown status", |v| v["measurements"][0]["status"] = json!("great"), 422, "measurements[0].status"),
@@ -88,7 +99,12 @@ async fn bad_uploads_are_refused_with_a_reason_and_store_nothing() {
         ("bad UUID", |v| v["run_id"] = json!("not-a-uuid"), 422, "run_id"),
         ("nil UUID", |v| v["run_id"] = json!("00000000-0000-0000-0000-000000000000"), 422, "run_id"),
         ("no measurements", |v| v["measurements"] = json!([]), 422, "measurements"),
-        ("negative samples", |v| v["measurements"][0]["stats"]["samples"] = json!(-1), 422, "measurements[0].stats.samples"),
+        (
+            "negative samples",
+            |v| v["measurements"][0]["stats"]["samples"] = json!(-1),
+            422,
+            "measurements[0].stats.samples",
+        ),
         ("zero samples", |v| v["measurements"][0]["stats"]["samples"] = json!(0), 422, "measurements[0].stats.samples"),
         ("falling quantiles", |v| v["measurements"][0]["stats"]["p99"] = json!(1.0), 422, "measurements[0].stats.p99"),
         ("ok without stats", |v| v["measurements"][2]["stats"] = Value::Null, 422, "measurements[2].stats"),
@@ -97,7 +113,12 @@ async fn bad_uploads_are_refused_with_a_reason_and_store_nothing() {
         ("empty hostname", |v| v["node"]["hostname"] = json!("  "), 422, "node.hostname"),
         ("negative price", |v| v["node"]["hourly_usd"] = json!(-2.0), 422, "node.hourly_usd"),
         ("array body", |v| *v = json!([1, 2]), 422, "invalid type"),
-        ("floor without name", |v| v["measurements"][3]["floor"]["name"] = json!(""), 422, "measurements[3].floor.name"),
+        (
+            "floor without name",
+            |v| v["measurements"][3]["floor"]["name"] = json!(""),
+            422,
+            "measurements[3].floor.name",
+        ),
     ];
     let raw_cases: Vec<(&str, String, u16, &str)> = vec![
         ("malformed JSON", "{\"run_id\": ".into(), 400, "malformed JSON"),
@@ -127,12 +148,62 @@ async fn bad_uploads_are_refused_with_a_reason_and_store_nothing() {
         }
         let good = serde_json::to_string(&sample_run("node-bad")).unwrap();
         let refusals: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
-            ("no token", app.http.post(app.url("/api/v1/runs")).header("content-type", "application/json").body(good.clone()), 401, "token"),
-            ("unknown token", app.http.post(app.url("/api/v1/runs")).bearer_auth("hr_agent_nope").header("content-type", "application/json").body(good.clone()), 401, "unknown"),
-            ("basic auth", app.http.post(app.url("/api/v1/runs")).header("authorization", "Basic YTpi").header("content-type", "application/json").body(good.clone()), 401, "Bearer"),
-            ("viewer token", app.http.post(app.url("/api/v1/runs")).bearer_auth(&viewer).header("content-type", "application/json").body(good.clone()), 403, "agent token"),
-            ("text/plain", app.http.post(app.url("/api/v1/runs")).bearer_auth(&agent).header("content-type", "text/plain").body(good.clone()), 415, "application/json"),
-            ("17 MiB body", app.http.post(app.url("/api/v1/runs")).bearer_auth(&agent).header("content-type", "application/json").body(vec![b' '; 17 << 20]), 413, "too large"),
+            (
+                "no token",
+                app.http.post(app.url("/api/v1/runs")).header("content-type", "application/json").body(good.clone()),
+                401,
+                "token",
+            ),
+            (
+                "unknown token",
+                app.http
+                    .post(app.url("/api/v1/runs"))
+                    .bearer_auth("hr_agent_nope")
+                    .header("content-type", "application/json")
+                    .body(good.clone()),
+                401,
+                "unknown",
+            ),
+            (
+                "basic auth",
+                app.http
+                    .post(app.url("/api/v1/runs"))
+                    .header("authorization", "Basic YTpi")
+                    .header("content-type", "application/json")
+                    .body(good.clone()),
+                401,
+                "Bearer",
+            ),
+            (
+                "viewer token",
+                app.http
+                    .post(app.url("/api/v1/runs"))
+                    .bearer_auth(&viewer)
+                    .header("content-type", "application/json")
+                    .body(good.clone()),
+                403,
+                "agent token",
+            ),
+            (
+                "text/plain",
+                app.http
+                    .post(app.url("/api/v1/runs"))
+                    .bearer_auth(&agent)
+                    .header("content-type", "text/plain")
+                    .body(good.clone()),
+                415,
+                "application/json",
+            ),
+            (
+                "17 MiB body",
+                app.http
+                    .post(app.url("/api/v1/runs"))
+                    .bearer_auth(&agent)
+                    .header("content-type", "application/json")
+                    .body(vec![b' '; 17 << 20]),
+                413,
+                "too large",
+            ),
         ];
         for (name, request, status, needle) in refusals {
             let response = request.send().await.expect("send");
@@ -193,7 +264,11 @@ async fn grpc_refusals(app: &TestApp, agent: &str, viewer: &str) {
         .expect("raw gRPC");
     let message = response.headers().get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     assert!(response.headers().get("grpc-status").is_some_and(|s| s != "0"), "{}: garbage accepted", app.backend);
-    assert!(message.to_lowercase().contains("decode"), "{}: '{message}' does not name the decoding problem", app.backend);
+    assert!(
+        message.to_lowercase().contains("decode"),
+        "{}: '{message}' does not name the decoding problem",
+        app.backend
+    );
 }
 
 /// Who may call what: every route refuses anonymous callers and the roles below its own.
@@ -204,7 +279,8 @@ async fn every_route_refuses_callers_below_its_role() {
         let agent = app.agent_token("agent-a").await;
         let run = sample_run("node-r");
         assert_eq!(post_json(&app, Some(&agent), serde_json::to_string(&run).unwrap()).await.0, StatusCode::CREATED);
-        let mut callers: Vec<(&str, Option<String>, Option<Role>)> = vec![("anonymous", None, None), ("agent", Some(agent.clone()), None)];
+        let mut callers: Vec<(&str, Option<String>, Option<Role>)> =
+            vec![("anonymous", None, None), ("agent", Some(agent.clone()), None)];
         for role in Role::ALL {
             callers.push((role.as_str(), Some(app.user_token(role).await), Some(role)));
         }
@@ -280,7 +356,9 @@ async fn a_restarted_server_still_has_everything() {
 async fn sign_in_shows_the_fleet_and_sign_out_ends_the_session() {
     for db in databases().await {
         let app = spawn(&db).await;
-        headroom_server::admin::create_user(&app.store, "maria", Role::Planner, Some("a long password".into())).await.unwrap();
+        headroom_server::admin::create_user(&app.store, "maria", Role::Planner, Some("a long password".into()))
+            .await
+            .unwrap();
         let agent = app.agent_token("agent-a").await;
         post_json(&app, Some(&agent), serde_json::to_string(&sample_run("node-on-page")).unwrap()).await;
 
@@ -290,18 +368,26 @@ async fn sign_in_shows_the_fleet_and_sign_out_ends_the_session() {
         let login_page = app.http.get(app.url("/login")).send().await.unwrap().text().await.unwrap();
         assert!(login_page.contains("name=\"password\""), "login form rendered");
 
-        let wrong = app.http.post(app.url("/login")).form(&[("name", "maria"), ("password", "nope")]).send().await.unwrap();
+        let wrong =
+            app.http.post(app.url("/login")).form(&[("name", "maria"), ("password", "nope")]).send().await.unwrap();
         assert_eq!(wrong.headers()["location"], "/login?error=invalid");
         assert!(wrong.headers().get("set-cookie").is_none());
 
-        let right = app.http.post(app.url("/login")).form(&[("name", "maria"), ("password", "a long password"), ("next", "/fleet")]).send().await.unwrap();
+        let right = app
+            .http
+            .post(app.url("/login"))
+            .form(&[("name", "maria"), ("password", "a long password"), ("next", "/fleet")])
+            .send()
+            .await
+            .unwrap();
         assert_eq!(right.status(), StatusCode::SEE_OTHER, "{}", app.backend);
         assert_eq!(right.headers()["location"], "/fleet");
         let cookie = right.headers()["set-cookie"].to_str().unwrap().to_string();
         assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
         let session = cookie.split(';').next().unwrap().to_string();
 
-        let me: Value = app.http.get(app.url("/api/v1/me")).header("cookie", &session).send().await.unwrap().json().await.unwrap();
+        let me: Value =
+            app.http.get(app.url("/api/v1/me")).header("cookie", &session).send().await.unwrap().json().await.unwrap();
         assert_eq!(me, json!({"name": "maria", "role": "planner"}));
         let page = app.http.get(app.url("/fleet")).header("cookie", &session).send().await.unwrap();
         assert_eq!(page.status(), StatusCode::OK);

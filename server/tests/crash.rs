@@ -40,7 +40,13 @@ fn free_addr() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_runs_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let init = Command::new(SERVER).arg("--data-dir").arg(dir.path()).args(["admin", "init-local"]).env_remove("DATABASE_URL").output().unwrap();
+    let init = Command::new(SERVER)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["admin", "init-local"])
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
     assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
     let token = std::fs::read_to_string(dir.path().join("agent-token")).unwrap().trim().to_string();
     let addr = free_addr();

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 
 pub const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
@@ -48,8 +48,17 @@ impl Build {
         step(
             "building the browser bundle (wasm)",
             &mut self.cargo(&[
-                "build", "-p", "headroom-app", "--lib", "--target", WASM_TARGET, "--no-default-features",
-                "--features", "hydrate", "--profile", "wasm-dev",
+                "build",
+                "-p",
+                "headroom-app",
+                "--lib",
+                "--target",
+                WASM_TARGET,
+                "--no-default-features",
+                "--features",
+                "hydrate",
+                "--profile",
+                "wasm-dev",
             ]),
         )?;
         let site_root = self.target.join("site");
@@ -63,7 +72,8 @@ impl Build {
                 .arg(&pkg)
                 .arg(&wasm),
         )?;
-        std::fs::copy(self.root.join("style/main.css"), pkg.join("headroom.css")).context("cannot copy the stylesheet")?;
+        std::fs::copy(self.root.join("style/main.css"), pkg.join("headroom.css"))
+            .context("cannot copy the stylesheet")?;
         std::fs::copy(self.root.join("style/favicon.svg"), pkg.join("favicon.svg")).context("cannot copy the icon")?;
         Ok(site_root)
     }
@@ -120,10 +130,10 @@ pub fn locked_version(lock: &Path, package: &str) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(lock).with_context(|| format!("cannot read {}", lock.display()))?;
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        if line.trim() == format!("name = \"{package}\"") {
-            if let Some(version) = lines.next().and_then(|l| l.trim().strip_prefix("version = \"")) {
-                return Ok(version.trim_end_matches('"').to_string());
-            }
+        if line.trim() == format!("name = \"{package}\"")
+            && let Some(version) = lines.next().and_then(|l| l.trim().strip_prefix("version = \""))
+        {
+            return Ok(version.trim_end_matches('"').to_string());
         }
     }
     bail!("{package} is not in {}", lock.display())

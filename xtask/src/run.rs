@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 
-use crate::build::{step, Build};
+use crate::build::{Build, step};
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut listen = std::env::var("HEADROOM_LISTEN").unwrap_or_else(|_| "127.0.0.1:3000".into());
@@ -78,7 +78,10 @@ pub fn wait_ready(addr: &str, limit: Duration) -> anyhow::Result<()> {
             let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
             let request = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
             let mut answer = String::new();
-            if stream.write_all(request.as_bytes()).is_ok() && stream.read_to_string(&mut answer).is_ok() && answer.starts_with("HTTP/1.1 200") {
+            if stream.write_all(request.as_bytes()).is_ok()
+                && stream.read_to_string(&mut answer).is_ok()
+                && answer.starts_with("HTTP/1.1 200")
+            {
                 return Ok(());
             }
         }

@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 
-use crate::build::{step, Build, WASM_TARGET};
+use crate::build::{Build, WASM_TARGET, step};
 
 pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
     let build = Build::new()?;
@@ -17,10 +17,15 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
             "==> store and API tests run on: SQLite only (set HEADROOM_TEST_POSTGRES_URL=postgres://… to add Postgres)"
         ),
     }
+    step("checking formatting (cargo fmt --check)", &mut build.cargo(&["fmt", "--all", "--", "--check"]))?;
+    step(
+        "linting (cargo clippy -D warnings)",
+        &mut build.cargo(&["clippy", "--workspace", "--tests", "--benches", "--", "-D", "warnings"]),
+    )?;
     let built = build.all(false)?;
     step(
         "checking the model crate builds for the browser",
-        &mut build.cargo(&["build", "-p", "headroom-model", "--target", WASM_TARGET]),
+        &mut build.cargo(&["build", "-p", "model", "--target", WASM_TARGET]),
     )?;
     let mut cargo = build.cargo(&["test", "--workspace"]);
     cargo.args(cargo_args);
@@ -33,7 +38,10 @@ fn browser_tests(root: &Path, built: &crate::build::Built) -> anyhow::Result<()>
     let chromium = ensure_chromium()?;
     let e2e = root.join("e2e");
     if !e2e.join("node_modules/playwright-core").exists() {
-        step("installing the browser-test driver (npm ci)", Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&e2e))?;
+        step(
+            "installing the browser-test driver (npm ci)",
+            Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&e2e),
+        )?;
     }
     step(
         "running the browser tests (headless Chromium)",

@@ -43,7 +43,8 @@ impl Benchmark for System {
 /// Copies `bytes` between two buffers; each sample's bandwidth counts bytes copied once
 /// (read once, written once) per elapsed second.
 fn memcpy(bytes: usize, samples: usize) -> Measurement {
-    let parameters = BTreeMap::from([("bytes".to_string(), bytes.to_string()), ("threads".to_string(), "1".to_string())]);
+    let parameters =
+        BTreeMap::from([("bytes".to_string(), bytes.to_string()), ("threads".to_string(), "1".to_string())]);
     let mut src = vec![0u8; bytes];
     let mut dst = vec![0u8; bytes];
     // Touch every page of both buffers so page faults are not timed.

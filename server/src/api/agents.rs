@@ -5,9 +5,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
+use crate::AppState;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
-use crate::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/agents", get(list))
@@ -30,7 +30,12 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<
     Ok(Json(
         agents
             .into_iter()
-            .map(|a| AgentView { name: a.name, scope: a.scope, created_at_ms: a.created_at_ms, last_seen_ms: a.last_seen_ms })
+            .map(|a| AgentView {
+                name: a.name,
+                scope: a.scope,
+                created_at_ms: a.created_at_ms,
+                last_seen_ms: a.last_seen_ms,
+            })
             .collect(),
     ))
 }

@@ -17,9 +17,5 @@ use axum::Router;
 use crate::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .merge(runs::router())
-        .merge(nodes::router())
-        .merge(agents::router())
-        .merge(session::router())
+    Router::new().merge(runs::router()).merge(nodes::router()).merge(agents::router()).merge(session::router())
 }

@@ -5,9 +5,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use model::NodeSummary;
 
+use crate::AppState;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
-use crate::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/nodes", get(list))

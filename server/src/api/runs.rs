@@ -9,12 +9,12 @@ use axum::{Json, Router};
 use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite};
 use serde::Deserialize;
 
+use crate::AppState;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 use crate::ingest::{self, Door, MAX_UPLOAD_BYTES};
 use crate::json;
 use crate::store::RunFilter;
-use crate::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -95,7 +95,8 @@ pub async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<RunDetail>, ApiError> {
     caller.require(Role::Viewer)?;
-    let run_id = uuid::Uuid::parse_str(&id).map_err(|e| ApiError::BadRequest(format!("run id '{id}' is not a UUID: {e}")))?;
+    let run_id =
+        uuid::Uuid::parse_str(&id).map_err(|e| ApiError::BadRequest(format!("run id '{id}' is not a UUID: {e}")))?;
     let run = state.store.get_run(run_id).await?;
     run.map(Json).ok_or_else(|| ApiError::NotFound(format!("no run with id {run_id}")))
 }

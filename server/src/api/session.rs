@@ -1,8 +1,8 @@
 //! Signing in and out with a password; the session lives in an HttpOnly SameSite cookie.
 //! The form posts work without JavaScript, so the login page works before hydration.
 
-use axum::extract::rejection::FormRejection;
 use axum::extract::State;
+use axum::extract::rejection::FormRejection;
 use axum::http::header::{LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -10,15 +10,12 @@ use axum::routing::{get, post};
 use axum::{Form, Json, Router};
 use serde::{Deserialize, Serialize};
 
+use crate::AppState;
 use crate::auth::{self, Caller, Role, SESSION_COOKIE};
 use crate::error::ApiError;
-use crate::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/login", post(create))
-        .route("/logout", post(delete))
-        .route("/api/v1/me", get(me))
+    Router::new().route("/login", post(create)).route("/logout", post(delete)).route("/api/v1/me", get(me))
 }
 
 #[derive(Deserialize)]
@@ -48,7 +45,10 @@ fn safe_next(next: Option<&str>) -> &str {
 }
 
 /// Checks the password; on success sets the session cookie and redirects.
-pub async fn create(State(state): State<AppState>, form: Result<Form<LoginForm>, FormRejection>) -> Result<Response, ApiError> {
+pub async fn create(
+    State(state): State<AppState>,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Result<Response, ApiError> {
     let Ok(Form(form)) = form else { return Ok(see_other("/login?error=missing", None)) };
     let user = state.store.user_by_name(form.name.trim()).await?;
     let user = match user {

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::{
-    Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload,
-    Stats, Suite, Unit,
+    Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload, Stats,
+    Suite, Unit,
 };
 // Dynamic SQL here interpolates only integers and `$N` placeholders; values are bound.
 use sqlx::{AssertSqlSafe, FromRow};
@@ -159,7 +159,11 @@ impl Store {
         for (chunk_index, chunk) in run.measurements.chunks(INSERT_CHUNK).enumerate() {
             insert_measurements(&mut tx, &run_id, chunk_index * INSERT_CHUNK, chunk).await?;
         }
-        sqlx::query("UPDATE agents SET last_seen_ms = $1 WHERE id = $2").bind(now).bind(agent_id).execute(&mut *tx).await?;
+        sqlx::query("UPDATE agents SET last_seen_ms = $1 WHERE id = $2")
+            .bind(now)
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 })
     }

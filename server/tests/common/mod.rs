@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use headroom_server::auth::Role;
 use headroom_server::store::Store;
-use headroom_server::{admin, AppState};
+use headroom_server::{AppState, admin};
 use model::{Floor, Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats, Suite, Unit};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -34,10 +34,10 @@ pub async fn databases() -> Vec<TestDb> {
         name: None,
         _dir: Some(dir),
     }];
-    if let Ok(admin_url) = std::env::var("HEADROOM_TEST_POSTGRES_URL") {
-        if !admin_url.is_empty() {
-            dbs.push(postgres(&admin_url).await);
-        }
+    if let Ok(admin_url) = std::env::var("HEADROOM_TEST_POSTGRES_URL")
+        && !admin_url.is_empty()
+    {
+        dbs.push(postgres(&admin_url).await);
     }
     dbs
 }
@@ -49,7 +49,10 @@ async fn postgres(admin_url: &str) -> TestDb {
     let mut conn = sqlx::AnyConnection::connect(admin_url)
         .await
         .unwrap_or_else(|e| panic!("HEADROOM_TEST_POSTGRES_URL is set but Postgres is unreachable: {e}"));
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.expect("create database");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
     conn.close().await.ok();
     let (base, query) = admin_url.split_once('?').map_or((admin_url, None), |(b, q)| (b, Some(q)));
     let base = base.rsplit_once('/').map_or(base, |(head, _)| head);
@@ -64,12 +67,12 @@ impl TestDb {
     /// Drops a Postgres test database (SQLite files go with their temp dir).
     pub async fn drop_database(&self) {
         use sqlx::Connection;
-        if let (Some(admin_url), Some(name)) = (&self.admin_url, &self.name) {
-            if let Ok(mut conn) = sqlx::AnyConnection::connect(admin_url).await {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .execute(&mut conn)
-                    .await;
-            }
+        if let (Some(admin_url), Some(name)) = (&self.admin_url, &self.name)
+            && let Ok(mut conn) = sqlx::AnyConnection::connect(admin_url).await
+        {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                .execute(&mut conn)
+                .await;
         }
     }
 }
@@ -96,7 +99,15 @@ pub async fn spawn(db: &TestDb) -> TestApp {
         let _ = rx.await;
     }));
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
-    TestApp { backend: db.backend, addr, base: format!("http://{addr}"), store, http, shutdown: Some(tx), task: Some(task) }
+    TestApp {
+        backend: db.backend,
+        addr,
+        base: format!("http://{addr}"),
+        store,
+        http,
+        shutdown: Some(tx),
+        task: Some(task),
+    }
 }
 
 impl TestApp {
@@ -136,7 +147,16 @@ impl TestApp {
 }
 
 pub fn stats(p50: f64) -> Stats {
-    Stats { samples: 20, mean: p50, p50, p90: p50 * 1.1, p99: p50 * 1.2, p999: p50 * 1.3, ci95_low: p50 * 0.99, ci95_high: p50 * 1.01 }
+    Stats {
+        samples: 20,
+        mean: p50,
+        p50,
+        p90: p50 * 1.1,
+        p99: p50 * 1.2,
+        p999: p50 * 1.3,
+        ci95_low: p50 * 0.99,
+        ci95_high: p50 * 1.01,
+    }
 }
 
 /// A realistic run: three memcpy sizes, a case with a floor, and a skipped case.
