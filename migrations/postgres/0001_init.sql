@@ -42,7 +42,8 @@ CREATE TABLE nodes (
     hourly_usd DOUBLE PRECISION,
     gpus_json TEXT NOT NULL,
     first_seen_ms BIGINT NOT NULL,
-    last_seen_ms BIGINT NOT NULL
+    last_seen_ms BIGINT NOT NULL,
+    run_count BIGINT NOT NULL DEFAULT 0
 );
 
 CREATE TABLE runs (

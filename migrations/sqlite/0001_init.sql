@@ -42,7 +42,8 @@ CREATE TABLE nodes (
     hourly_usd REAL,
     gpus_json TEXT NOT NULL,
     first_seen_ms INTEGER NOT NULL,
-    last_seen_ms INTEGER NOT NULL
+    last_seen_ms INTEGER NOT NULL,
+    run_count INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE TABLE runs (

@@ -115,6 +115,23 @@ fn workspace_root() -> anyhow::Result<PathBuf> {
     Ok(manifest.parent().context("workspace manifest has no folder")?.to_path_buf())
 }
 
+/// Adds rustup components (rustfmt, clippy) that a minimal toolchain lacks.
+pub fn ensure_components(components: &[&str]) -> anyhow::Result<()> {
+    let installed = Command::new("rustup").args(["component", "list", "--installed"]).output();
+    let list = match installed {
+        Ok(out) => String::from_utf8_lossy(&out.stdout).to_string(),
+        Err(err) => bail!("rustup is needed to add {components:?}: {err}"),
+    };
+    let missing: Vec<&str> = components.iter().copied().filter(|c| !list.lines().any(|l| l.starts_with(c))).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    step(
+        &format!("adding rustup components {missing:?}"),
+        Command::new("rustup").args(["component", "add"]).args(&missing),
+    )
+}
+
 /// Adds the wasm32 target through rustup when it is missing.
 pub fn ensure_wasm_target() -> anyhow::Result<()> {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();

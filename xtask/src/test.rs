@@ -17,6 +17,7 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
             "==> store and API tests run on: SQLite only (set HEADROOM_TEST_POSTGRES_URL=postgres://… to add Postgres)"
         ),
     }
+    crate::build::ensure_components(&["rustfmt", "clippy"])?;
     step("checking formatting (cargo fmt --check)", &mut build.cargo(&["fmt", "--all", "--", "--check"]))?;
     step(
         "linting (cargo clippy -D warnings)",

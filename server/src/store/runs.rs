@@ -164,6 +164,10 @@ impl Store {
             .bind(agent_id)
             .execute(&mut *tx)
             .await?;
+        sqlx::query("UPDATE nodes SET run_count = run_count + 1 WHERE id = $1")
+            .bind(&node.node_id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 })
     }
@@ -172,8 +176,7 @@ impl Store {
     pub async fn list_nodes(&self) -> anyhow::Result<Vec<NodeSummary>> {
         let rows: Vec<NodeRow> = sqlx::query_as(
             "SELECT n.id, n.hostname, n.cpu_model, n.cpu_cores, n.memory_bytes, n.kernel, n.instance_type, n.hourly_usd, \
-             n.gpus_json, n.first_seen_ms, n.last_seen_ms, (SELECT COUNT(*) FROM runs r WHERE r.node_id = n.id) AS run_count \
-             FROM nodes n ORDER BY n.last_seen_ms DESC, n.id",
+             n.gpus_json, n.first_seen_ms, n.last_seen_ms, n.run_count FROM nodes n ORDER BY n.last_seen_ms DESC, n.id",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -202,9 +205,11 @@ impl Store {
     /// Per node: the median memcpy bandwidth of the largest buffer in its latest `system` run.
     async fn latest_memcpy(&self) -> anyhow::Result<HashMap<String, f64>> {
         let rows: Vec<(String, String, Option<f64>)> = sqlx::query_as(
-            "SELECT rs.node_id, m.parameters_json, m.p50 FROM run_suites rs JOIN measurements m ON m.run_id = rs.run_id \
-             WHERE rs.suite = 'system' AND m.case_name = 'memcpy' AND m.status = 'ok' AND rs.started_at_ms = \
-             (SELECT MAX(r2.started_at_ms) FROM run_suites r2 WHERE r2.node_id = rs.node_id AND r2.suite = 'system')",
+            // One index probe per node for its latest system run, then that run's rows by key.
+            "SELECT n.id, m.parameters_json, m.p50 FROM nodes n JOIN measurements m ON m.run_id = \
+             (SELECT rs.run_id FROM run_suites rs WHERE rs.node_id = n.id AND rs.suite = 'system' \
+              ORDER BY rs.started_at_ms DESC LIMIT 1) \
+             WHERE m.case_name = 'memcpy' AND m.status = 'ok'",
         )
         .fetch_all(&self.pool)
         .await?;
