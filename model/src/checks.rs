@@ -25,3 +25,17 @@ pub fn open_unit(field: &str, value: f64) -> Result<f64, ModelError> {
         Ok(value)
     }
 }
+
+/// A fraction in (0, 1], such as a utilization cap.
+pub fn fraction(field: &str, value: f64) -> Result<f64, ModelError> {
+    if positive(field, value)? > 1.0 { Err(FieldError::new(field, "must be at most 1")) } else { Ok(value) }
+}
+
+/// A number within [low, high].
+pub fn between(field: &str, value: f64, low: f64, high: f64) -> Result<f64, ModelError> {
+    if (low..=high).contains(&finite(field, value)?) {
+        Ok(value)
+    } else {
+        Err(FieldError::new(field, format!("must be between {low} and {high}")))
+    }
+}

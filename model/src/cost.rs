@@ -201,6 +201,15 @@ mod tests {
     }
 
     proptest! {
+        /// Serving cost × requests in a month = the replicas' monthly bill.
+        #[test]
+        fn serving_cost_recovers_the_monthly_bill(price in 0.0..100.0f64, replicas in 1u32..1000, rps in 0.01..1e5f64) {
+            let per_request = serving_cost_per_request(UsdPerHour(price), replicas, PerSecond(rps)).unwrap();
+            let bill = (UsdPerHour(price) * f64::from(replicas)).per_month();
+            let recovered = per_request * PerSecond(rps).per_month();
+            prop_assert!((recovered.0 - bill.0).abs() <= 1e-9 * bill.0.max(1.0));
+        }
+
         /// Monthly total = cost per request × requests, and the parts add up.
         #[test]
         fn amortization_is_consistent(train in 0.0..1e7f64, retrains in 0.0..60.0f64, requests in 1.0..1e12f64, serve in 0.0..1.0f64) {

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Gamma};
 
 use crate::FieldError;
-use crate::checks::{ModelError, finite, open_unit, positive};
+use crate::checks::{ModelError, between, finite, fraction, open_unit, positive};
 use crate::units::{PerSecond, Seconds};
 
 /// The service-time distribution implied by a mean and a coefficient of variation.
@@ -251,16 +251,10 @@ pub const MAX_REPLICAS: u32 = 100_000;
 pub fn size_replicas(input: &ReplicaInput) -> Result<ReplicaPlan, ModelError> {
     let lambda = positive("arrival_rate_rps", input.arrival_rate_rps.0)?;
     let mean = positive("service_time_mean_s", input.service_time_mean_s.0)?;
-    let cv = finite("service_time_cv", input.service_time_cv)?;
-    if !(0.0..=10.0).contains(&cv) {
-        return Err(FieldError::new("service_time_cv", "must be between 0 and 10"));
-    }
+    let cv = between("service_time_cv", input.service_time_cv, 0.0, 10.0)?;
     let slo = positive("slo_latency_s", input.slo_latency_s.0)?;
     let q = open_unit("slo_quantile", input.slo_quantile)?;
-    let max_util = positive("max_utilization", input.max_utilization)?;
-    if max_util > 1.0 {
-        return Err(FieldError::new("max_utilization", "must be at most 1"));
-    }
+    let max_util = fraction("max_utilization", input.max_utilization)?;
     let burst = finite("burst_factor", input.burst_factor)?;
     if burst < 1.0 {
         return Err(FieldError::new("burst_factor", "must be at least 1"));

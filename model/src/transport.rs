@@ -127,6 +127,35 @@ pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, Model
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The recommendation is eligible and no eligible transport is cheaper; options are
+        /// sorted by cost and cost is proportional to CPU time.
+        #[test]
+        fn the_recommendation_is_the_cheapest_eligible(
+            rps in 1.0..1e5f64, cross in any::<bool>(), budget_us in 10.0..1000.0f64,
+            specs in proptest::collection::vec((1.0..200.0f64, 5.0..2000.0f64, any::<bool>()), 1..6),
+        ) {
+            let input = TransportInput {
+                requests_per_second: PerSecond(rps),
+                placement: if cross { Placement::CrossNode } else { Placement::SameNode },
+                core_hour_usd: UsdPerHour(0.05),
+                latency_budget_p99_s: Seconds(budget_us * 1e-6),
+                measurements: specs.iter().enumerate().map(|(i, (cpu, p99, across))| measured(&format!("t{i}"), *cpu, *p99, *across)).collect(),
+            };
+            let advice = advise_transport(&input).unwrap();
+            prop_assert!(advice.options.windows(2).all(|w| w[0].monthly_core_usd.0 <= w[1].monthly_core_usd.0));
+            match &advice.recommended {
+                Some(name) => {
+                    let chosen = advice.options.iter().find(|o| &o.transport == name).unwrap();
+                    prop_assert!(chosen.excluded.is_none());
+                    prop_assert!(advice.options.iter().filter(|o| o.excluded.is_none()).all(|o| o.monthly_core_usd.0 >= chosen.monthly_core_usd.0));
+                }
+                None => prop_assert!(advice.options.iter().all(|o| o.excluded.is_some())),
+            }
+        }
+    }
 
     fn measured(name: &str, cpu_us: f64, p99_us: f64, cross: bool) -> TransportMeasurement {
         TransportMeasurement {

@@ -146,66 +146,24 @@ async fn bad_uploads_are_refused_with_a_reason_and_store_nothing() {
             let message = answer["error"].as_str().unwrap_or_default();
             assert!(message.contains(needle), "{}: {name}: '{message}' does not name '{needle}'", app.backend);
         }
-        let good = serde_json::to_string(&sample_run("node-bad")).unwrap();
-        let refusals: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
-            (
-                "no token",
-                app.http.post(app.url("/api/v1/runs")).header("content-type", "application/json").body(good.clone()),
-                401,
-                "token",
-            ),
-            (
-                "unknown token",
-                app.http
-                    .post(app.url("/api/v1/runs"))
-                    .bearer_auth("hr_agent_nope")
-                    .header("content-type", "application/json")
-                    .body(good.clone()),
-                401,
-                "unknown",
-            ),
-            (
-                "basic auth",
-                app.http
-                    .post(app.url("/api/v1/runs"))
-                    .header("authorization", "Basic YTpi")
-                    .header("content-type", "application/json")
-                    .body(good.clone()),
-                401,
-                "Bearer",
-            ),
-            (
-                "viewer token",
-                app.http
-                    .post(app.url("/api/v1/runs"))
-                    .bearer_auth(&viewer)
-                    .header("content-type", "application/json")
-                    .body(good.clone()),
-                403,
-                "agent token",
-            ),
-            (
-                "text/plain",
-                app.http
-                    .post(app.url("/api/v1/runs"))
-                    .bearer_auth(&agent)
-                    .header("content-type", "text/plain")
-                    .body(good.clone()),
-                415,
-                "application/json",
-            ),
-            (
-                "17 MiB body",
-                app.http
-                    .post(app.url("/api/v1/runs"))
-                    .bearer_auth(&agent)
-                    .header("content-type", "application/json")
-                    .body(vec![b' '; 17 << 20]),
-                413,
-                "too large",
-            ),
+        let json = "application/json";
+        let good = serde_json::to_string(&sample_run("node-bad")).unwrap().into_bytes();
+        let bearer = |token: &str| Some(format!("Bearer {token}"));
+        // name, Authorization header, Content-Type, body, expected status, word in the message
+        type Refusal<'a> = (&'a str, Option<String>, &'a str, Vec<u8>, u16, &'a str);
+        let refusals: Vec<Refusal> = vec![
+            ("no token", None, json, good.clone(), 401, "token"),
+            ("unknown token", bearer("hr_agent_nope"), json, good.clone(), 401, "unknown"),
+            ("basic auth", Some("Basic YTpi".into()), json, good.clone(), 401, "Bearer"),
+            ("viewer token", bearer(&viewer), json, good.clone(), 403, "agent token"),
+            ("text/plain", bearer(&agent), "text/plain", good.clone(), 415, "application/json"),
+            ("17 MiB body", bearer(&agent), json, vec![b' '; 17 << 20], 413, "too large"),
         ];
-        for (name, request, status, needle) in refusals {
+        for (name, authorization, content_type, body, status, needle) in refusals {
+            let mut request = app.http.post(app.url("/api/v1/runs")).header("content-type", content_type).body(body);
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
+            }
             let response = request.send().await.expect("send");
             let got = response.status().as_u16();
             let text = response.text().await.unwrap_or_default();
