@@ -1,6 +1,8 @@
 //! The gRPC ingest protocol (`headroom.v1`) and lossless conversion to and from
 //! [`model::RunUpload`]. Conversion errors name the field the way JSON errors do.
 
+pub mod codec;
+
 #[allow(clippy::all)]
 pub mod pb {
     tonic::include_proto!("headroom.v1");

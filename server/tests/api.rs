@@ -208,7 +208,7 @@ async fn grpc_refusals(app: &TestApp, agent: &str, viewer: &str) {
         assert_eq!(status.code(), code, "{}: {name}: {}", app.backend, status.message());
         assert!(status.message().contains(needle), "{}: {name}: '{}' lacks '{needle}'", app.backend, status.message());
     }
-    // Bytes that are not a protobuf message; gRPC's status table prescribes INTERNAL for this.
+    // Bytes that are not a protobuf message: the caller's error, INVALID_ARGUMENT (3).
     let frame = [&[0u8][..], &8u32.to_be_bytes(), &[0xff; 8]].concat();
     let h2 = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
     let response = h2
@@ -342,6 +342,16 @@ async fn sign_in_shows_the_fleet_and_sign_out_ends_the_session() {
         assert_eq!(right.headers()["location"], "/fleet");
         let cookie = right.headers()["set-cookie"].to_str().unwrap().to_string();
         assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+        assert!(!cookie.contains("Secure"), "plain HTTP cannot carry a Secure cookie: {cookie}");
+        let behind_tls = app
+            .http
+            .post(app.url("/login"))
+            .header("x-forwarded-proto", "https")
+            .form(&[("name", "maria"), ("password", "a long password")])
+            .send()
+            .await
+            .unwrap();
+        assert!(behind_tls.headers()["set-cookie"].to_str().unwrap().contains("; Secure"));
         let session = cookie.split(';').next().unwrap().to_string();
 
         let me: Value =

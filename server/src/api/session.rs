@@ -44,9 +44,17 @@ fn safe_next(next: Option<&str>) -> &str {
     }
 }
 
+/// `; Secure` when the request reached us over HTTPS (through a proxy that says so).
+fn secure_attribute(headers: &HeaderMap) -> &'static str {
+    let https =
+        headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    if https { "; Secure" } else { "" }
+}
+
 /// Checks the password; on success sets the session cookie and redirects.
 pub async fn create(
     State(state): State<AppState>,
+    headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Result<Response, ApiError> {
     let Ok(Form(form)) = form else { return Ok(see_other("/login?error=missing", None)) };
@@ -60,7 +68,8 @@ pub async fn create(
     };
     let token = auth::new_token("");
     let max_age = state.store.create_session(&user.id, &auth::hash_token(&token)).await?;
-    let cookie = format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}");
+    let secure = secure_attribute(&headers);
+    let cookie = format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}");
     Ok(see_other(safe_next(form.next.as_deref()), Some(cookie)))
 }
 
@@ -69,7 +78,7 @@ pub async fn delete(State(state): State<AppState>, headers: HeaderMap) -> Result
     if let Some(token) = auth::session_cookie(&headers) {
         state.store.delete_session(&auth::hash_token(&token)).await?;
     }
-    let cookie = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0");
+    let cookie = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{}", secure_attribute(&headers));
     Ok(see_other("/login", Some(cookie)))
 }
 
