@@ -69,6 +69,7 @@ CREATE TABLE run_suites (
     PRIMARY KEY (suite, run_id)
 );
 CREATE INDEX run_suites_by_node ON run_suites (node_id, suite, started_at_ms DESC);
+CREATE INDEX run_suites_by_start ON run_suites (suite, started_at_ms DESC);
 
 CREATE TABLE measurements (
     run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,

@@ -83,9 +83,9 @@ struct MeasurementRow {
     floor_value: Option<f64>,
 }
 
-const RUN_COLUMNS: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
-     r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count \
-     FROM runs r JOIN nodes n ON n.id = r.node_id JOIN agents a ON a.id = r.agent_id";
+const RUN_SELECT: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
+     r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count";
+const RUN_JOINS: &str = "JOIN nodes n ON n.id = r.node_id JOIN agents a ON a.id = r.agent_id";
 
 impl Store {
     /// Stores a validated run in one transaction. A run id already stored is left as it was.
@@ -205,11 +205,11 @@ impl Store {
     /// Per node: the median memcpy bandwidth of the largest buffer in its latest `system` run.
     async fn latest_memcpy(&self) -> anyhow::Result<HashMap<String, f64>> {
         let rows: Vec<(String, String, Option<f64>)> = sqlx::query_as(
-            // One index probe per node for its latest system run, then that run's rows by key.
-            "SELECT n.id, m.parameters_json, m.p50 FROM nodes n JOIN measurements m ON m.run_id = \
-             (SELECT rs.run_id FROM run_suites rs WHERE rs.node_id = n.id AND rs.suite = 'system' \
-              ORDER BY rs.started_at_ms DESC LIMIT 1) \
-             WHERE m.case_name = 'memcpy' AND m.status = 'ok'",
+            // One index probe per node for its latest system run, then those runs' rows by key.
+            "SELECT r.node_id, m.parameters_json, m.p50 FROM measurements m JOIN runs r ON r.id = m.run_id \
+             WHERE m.run_id IN (SELECT (SELECT rs.run_id FROM run_suites rs WHERE rs.node_id = n.id \
+               AND rs.suite = 'system' ORDER BY rs.started_at_ms DESC LIMIT 1) FROM nodes n) \
+             AND m.case_name = 'memcpy' AND m.status = 'ok'",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -228,20 +228,26 @@ impl Store {
 
     /// Runs matching the filter, newest first.
     pub async fn list_runs(&self, filter: &RunFilter) -> anyhow::Result<Vec<RunSummary>> {
-        let mut sql = format!("{RUN_COLUMNS} WHERE 1 = 1");
+        // With a suite, walk the (suite, started) index of run_suites; otherwise that of runs.
+        let (from, time) = match filter.suite {
+            Some(_) => ("FROM run_suites rs JOIN runs r ON r.id = rs.run_id", "rs.started_at_ms"),
+            None => ("FROM runs r", "r.started_at_ms"),
+        };
+        let mut sql = format!("{RUN_SELECT} {from} {RUN_JOINS} WHERE 1 = 1");
         let mut text_binds: Vec<String> = Vec::new();
-        if let Some(node) = &filter.node {
-            text_binds.push(node.clone());
-            sql.push_str(&format!(" AND r.node_id = ${}", text_binds.len()));
-        }
         if let Some(suite) = filter.suite {
             text_binds.push(suite.as_str().to_string());
-            sql.push_str(&format!(" AND r.id IN (SELECT run_id FROM run_suites WHERE suite = ${})", text_binds.len()));
+            sql.push_str(&format!(" AND rs.suite = ${}", text_binds.len()));
+        }
+        if let Some(node) = &filter.node {
+            text_binds.push(node.clone());
+            let column = if filter.suite.is_some() { "rs.node_id" } else { "r.node_id" };
+            sql.push_str(&format!(" AND {column} = ${}", text_binds.len()));
         }
         if let Some(before) = filter.before_ms {
-            sql.push_str(&format!(" AND r.started_at_ms < {before}"));
+            sql.push_str(&format!(" AND {time} < {before}"));
         }
-        sql.push_str(&format!(" ORDER BY r.started_at_ms DESC, r.id LIMIT {}", filter.limit));
+        sql.push_str(&format!(" ORDER BY {time} DESC, r.id LIMIT {}", filter.limit));
         let mut query = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql));
         for value in &text_binds {
             query = query.bind(value);
@@ -252,10 +258,11 @@ impl Store {
     /// One run with its measurements in upload order.
     pub async fn get_run(&self, run_id: Uuid) -> anyhow::Result<Option<RunDetail>> {
         let id = run_id.to_string();
-        let row: Option<RunRow> = sqlx::query_as(AssertSqlSafe(format!("{RUN_COLUMNS} WHERE r.id = $1")))
-            .bind(&id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row: Option<RunRow> =
+            sqlx::query_as(AssertSqlSafe(format!("{RUN_SELECT} FROM runs r {RUN_JOINS} WHERE r.id = $1")))
+                .bind(&id)
+                .fetch_optional(&self.pool)
+                .await?;
         let Some(row) = row else { return Ok(None) };
         let rows: Vec<MeasurementRow> = sqlx::query_as(
             "SELECT suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, p999, \
