@@ -58,8 +58,8 @@ CREATE TABLE runs (
     suites TEXT NOT NULL,
     measurement_count BIGINT NOT NULL
 );
-CREATE INDEX runs_by_node ON runs (node_id, started_at_ms DESC);
-CREATE INDEX runs_by_start ON runs (started_at_ms DESC);
+CREATE INDEX runs_by_node ON runs (node_id, started_at_ms DESC, id);
+CREATE INDEX runs_by_start ON runs (started_at_ms DESC, id);
 
 CREATE TABLE run_suites (
     suite TEXT NOT NULL,
@@ -68,8 +68,8 @@ CREATE TABLE run_suites (
     started_at_ms BIGINT NOT NULL,
     PRIMARY KEY (suite, run_id)
 );
-CREATE INDEX run_suites_by_node ON run_suites (node_id, suite, started_at_ms DESC);
-CREATE INDEX run_suites_by_start ON run_suites (suite, started_at_ms DESC);
+CREATE INDEX run_suites_by_node ON run_suites (node_id, suite, started_at_ms DESC, run_id);
+CREATE INDEX run_suites_by_start ON run_suites (suite, started_at_ms DESC, run_id);
 
 CREATE TABLE measurements (
     run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,

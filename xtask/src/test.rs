@@ -37,6 +37,9 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
 
 fn browser_tests(root: &Path, built: &crate::build::Built) -> anyhow::Result<()> {
     let chromium = ensure_chromium()?;
+    if Command::new("npm").arg("--version").output().is_err() {
+        apt_install(&["nodejs", "npm"], "Node.js and npm for the browser tests")?;
+    }
     let e2e = root.join("e2e");
     if !e2e.join("node_modules/playwright-core").exists() {
         step(
@@ -62,17 +65,22 @@ fn ensure_chromium() -> anyhow::Result<String> {
     if Path::new(path).exists() {
         return Ok(path.into());
     }
+    apt_install(&["chromium"], "Debian's chromium for the browser tests")?;
+    Ok(path.into())
+}
+
+/// Installs Debian packages when running as root; otherwise says what to install.
+fn apt_install(packages: &[&str], what: &str) -> anyhow::Result<()> {
     let root = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if !root.unwrap_or(false) {
-        bail!("the browser tests need Debian's chromium: run `sudo apt-get install -y chromium` once");
+        bail!("the tests need {what}: run `sudo apt-get install -y {}` once", packages.join(" "));
     }
     step("apt-get update", Command::new("apt-get").args(["update", "-qq"]))?;
     step(
-        "installing Debian's chromium for the browser tests",
-        Command::new("apt-get").args(["install", "-y", "-qq", "chromium"]).env("DEBIAN_FRONTEND", "noninteractive"),
+        &format!("installing {what}"),
+        Command::new("apt-get").args(["install", "-y", "-qq"]).args(packages).env("DEBIAN_FRONTEND", "noninteractive"),
     )
-    .context("cannot install chromium")?;
-    Ok(path.into())
+    .with_context(|| format!("cannot install {}", packages.join(" ")))
 }
 
 fn redact(url: &str) -> String {

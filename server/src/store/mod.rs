@@ -111,6 +111,12 @@ impl Store {
         Ok(Some(mode))
     }
 
+    /// Refreshes the planner's statistics (Postgres `ANALYZE`, SQLite `ANALYZE`).
+    pub async fn analyze(&self) -> anyhow::Result<()> {
+        sqlx::query("ANALYZE").execute(&self.pool).await?;
+        Ok(())
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

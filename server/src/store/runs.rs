@@ -229,9 +229,9 @@ impl Store {
     /// Runs matching the filter, newest first.
     pub async fn list_runs(&self, filter: &RunFilter) -> anyhow::Result<Vec<RunSummary>> {
         // With a suite, walk the (suite, started) index of run_suites; otherwise that of runs.
-        let (from, time) = match filter.suite {
-            Some(_) => ("FROM run_suites rs JOIN runs r ON r.id = rs.run_id", "rs.started_at_ms"),
-            None => ("FROM runs r", "r.started_at_ms"),
+        let (from, time, id) = match filter.suite {
+            Some(_) => ("FROM run_suites rs JOIN runs r ON r.id = rs.run_id", "rs.started_at_ms", "rs.run_id"),
+            None => ("FROM runs r", "r.started_at_ms", "r.id"),
         };
         let mut sql = format!("{RUN_SELECT} {from} {RUN_JOINS} WHERE 1 = 1");
         let mut text_binds: Vec<String> = Vec::new();
@@ -247,7 +247,7 @@ impl Store {
         if let Some(before) = filter.before_ms {
             sql.push_str(&format!(" AND {time} < {before}"));
         }
-        sql.push_str(&format!(" ORDER BY {time} DESC, r.id LIMIT {}", filter.limit));
+        sql.push_str(&format!(" ORDER BY {time} DESC, {id} DESC LIMIT {}", filter.limit));
         let mut query = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql));
         for value in &text_binds {
             query = query.bind(value);
