@@ -1,25 +1,10 @@
-//! A JSON body extractor whose rejections name the offending field and use [`ApiError`].
+//! JSON request bodies whose rejections name the offending field and use [`ApiError`].
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_TYPE;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
-
-/// Like `axum::Json`, but errors say which field was wrong, e.g.
-/// `measurements[0].stats.p99: invalid type: string "x", expected f64`.
-pub struct Json<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let headers = req.headers().clone();
-        let body = Bytes::from_request(req, state).await;
-        from_body(&headers, body).map(Json)
-    }
-}
 
 /// Parses JSON, naming the path of the first problem. Syntax errors are 400, shape errors 422.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
