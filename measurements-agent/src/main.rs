@@ -40,6 +40,9 @@ struct ServerArgs {
     /// Upload attempts per run before leaving it in the spool.
     #[arg(long, default_value_t = 5)]
     attempts: u32,
+    /// PEM CA certificate to trust for an https:// server, besides the public roots.
+    #[arg(long, env = "HEADROOM_CA_CERT")]
+    ca_cert: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -150,7 +153,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn target(args: &ServerArgs) -> anyhow::Result<Option<Target>> {
     let Some(server) = args.server.clone() else { return Ok(None) };
     let token = args.token.clone().context("--token (or HEADROOM_TOKEN) is required with --server")?;
-    Ok(Some(Target { server, token, attempts: args.attempts, first_backoff: Duration::from_millis(500) }))
+    let ca_pem = match &args.ca_cert {
+        Some(path) => {
+            let pem = std::fs::read(path).with_context(|| format!("cannot read --ca-cert {}", path.display()))?;
+            anyhow::ensure!(pem.starts_with(b"-----BEGIN"), "--ca-cert {} is not a PEM certificate", path.display());
+            Some(pem)
+        }
+        None => None,
+    };
+    Ok(Some(Target { server, token, attempts: args.attempts, first_backoff: Duration::from_millis(500), ca_pem }))
 }
 
 /// Runs the chosen suites (all available ones when none is named).

@@ -18,6 +18,9 @@ pub struct Target {
     /// Attempts per run before it is left in the spool for next time.
     pub attempts: u32,
     pub first_backoff: Duration,
+    /// A PEM CA certificate to trust besides the public roots (a private CA or a self-signed
+    /// server); used for `https://` servers.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// What became of one attempt.
@@ -112,10 +115,20 @@ async fn send(run: &RunUpload, target: &Target) -> Attempt {
 }
 
 async fn send_grpc(run: &RunUpload, target: &Target) -> Attempt {
-    let endpoint = match tonic::transport::Endpoint::from_shared(target.server.clone()) {
+    let mut endpoint = match tonic::transport::Endpoint::from_shared(target.server.clone()) {
         Ok(e) => e.connect_timeout(Duration::from_secs(5)).timeout(Duration::from_secs(60)),
         Err(err) => return Attempt::Refused(format!("bad server URL '{}': {err}", target.server)),
     };
+    if target.server.starts_with("https://") {
+        let mut tls = tonic::transport::ClientTlsConfig::new().with_webpki_roots();
+        if let Some(pem) = &target.ca_pem {
+            tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+        }
+        endpoint = match endpoint.tls_config(tls) {
+            Ok(endpoint) => endpoint,
+            Err(err) => return Attempt::Refused(format!("TLS set-up failed: {}", error_chain(&err))),
+        };
+    }
     let channel = match endpoint.connect().await {
         Ok(channel) => channel,
         Err(err) => return Attempt::Transient(format!("cannot connect: {}", error_chain(&err))),
@@ -150,7 +163,14 @@ async fn send_grpc(run: &RunUpload, target: &Target) -> Attempt {
 
 async fn send_http(run: &RunUpload, target: &Target) -> Attempt {
     let url = format!("{}/api/v1/runs", target.server.trim_end_matches('/'));
-    let client = match reqwest::Client::builder().timeout(Duration::from_secs(60)).build() {
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(60));
+    if let Some(pem) = &target.ca_pem {
+        match reqwest::Certificate::from_pem(pem) {
+            Ok(ca) => builder = builder.add_root_certificate(ca),
+            Err(err) => return Attempt::Refused(format!("the CA certificate is not PEM: {err}")),
+        }
+    }
+    let client = match builder.build() {
         Ok(client) => client,
         Err(err) => return Attempt::Transient(err.to_string()),
     };
@@ -171,13 +191,29 @@ async fn send_http(run: &RunUpload, target: &Target) -> Attempt {
     }
 }
 
+/// The error and its causes, each said once, with a hint for the usual certificate mistakes.
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
         source = inner.source();
     }
-    text
+    let hint = if text.contains("UnknownIssuer") {
+        Some("the server's certificate is not signed by a trusted CA; pass that CA with --ca-cert")
+    } else if text.contains("CaUsedAsEndEntity") {
+        Some("the server presents a CA certificate as its own; give it a server certificate issued by that CA")
+    } else if text.contains("NotValidForName") {
+        Some("the server's certificate does not name the host in --server")
+    } else {
+        None
+    };
+    match hint {
+        Some(hint) => format!("{text} ({hint})"),
+        None => text,
+    }
 }

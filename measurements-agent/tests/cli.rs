@@ -44,6 +44,30 @@ async fn start_with(db_dir: &Path, listen: &str, without_grpc: bool) -> Server {
     Server { url, store, stop, task }
 }
 
+/// The real router behind TLS with a fresh self-signed certificate for `localhost`; returns the
+/// server and the certificate (PEM) an agent must trust.
+async fn start_tls(db_dir: &Path, without_grpc: bool) -> (Server, String) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = certified.cert.pem();
+    let key = certified.signing_key.serialize_pem();
+    let config =
+        axum_server::tls_rustls::RustlsConfig::from_pem(cert.clone().into_bytes(), key.into_bytes()).await.unwrap();
+    let store = Store::connect(&headroom_server::store::sqlite_url(db_dir)).await.unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://localhost:{}", listener.local_addr().unwrap().port());
+    let mut state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
+    state.tls = true;
+    let mut router = headroom_server::app(state);
+    if without_grpc {
+        router = router.layer(axum::middleware::from_fn(refuse_grpc));
+    }
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(headroom_server::serve_router_tls(listener, router, config, async move {
+        let _ = rx.await;
+    }));
+    (Server { url, store, stop, task }, cert)
+}
+
 impl Server {
     async fn stop(self) {
         let _ = self.stop.send(());
@@ -129,6 +153,34 @@ async fn when_grpc_cannot_get_through_the_run_goes_over_http() {
     assert!(text(&out).contains("over HTTP"), "{}", text(&out));
     assert_eq!(spooled(spool.path()), 0);
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_to_an_https_server_over_both_doors_and_refuse_an_untrusted_certificate() {
+    for without_grpc in [false, true] {
+        let db = tempfile::tempdir().unwrap();
+        let spool = tempfile::tempdir().unwrap();
+        let (server, cert) = start_tls(db.path(), without_grpc).await;
+        let ca = db.path().join("ca.pem");
+        std::fs::write(&ca, &cert).unwrap();
+        let token = admin::create_agent_token(&server.store, "tls-agent").await.unwrap();
+        let url = server.url.clone();
+
+        // Without trusting the self-signed certificate, nothing is sent and the run is kept.
+        let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&url, &token))).await;
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        assert!(text(&out).to_lowercase().contains("certificate"), "{}", text(&out));
+        assert_eq!(server.run_count().await, 0);
+
+        let ca_arg = ca.to_str().unwrap();
+        let out = agent(&["upload", "--ca-cert", ca_arg], spool.path(), Some((&url, &token))).await;
+        assert!(out.status.success(), "{}", text(&out));
+        let door = if without_grpc { "over HTTP" } else { "over gRPC" };
+        assert!(text(&out).contains(door), "expected {door}: {}", text(&out));
+        assert_eq!(server.run_count().await, 1);
+        assert_eq!(spooled(spool.path()), 0);
+        server.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

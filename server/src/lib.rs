@@ -33,6 +33,8 @@ pub struct AppState {
     pub store: Store,
     pub leptos: LeptosOptions,
     pub metrics: PrometheusHandle,
+    /// True when this process terminates TLS itself, so cookies must be `Secure`.
+    pub tls: bool,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -49,7 +51,7 @@ impl AppState {
             .site_root(site_root.to_string_lossy().to_string())
             .site_pkg_dir("pkg")
             .build();
-        AppState { store, leptos, metrics: telemetry::prometheus() }
+        AppState { store, leptos, metrics: telemetry::prometheus(), tls: false }
     }
 }
 
@@ -65,6 +67,24 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
         .route_layer(middleware::from_fn(telemetry::track))
+}
+
+/// Serves `router` over TLS (HTTP/1.1 and HTTP/2 by ALPN, so gRPC works) until `shutdown`
+/// completes, then lets requests in flight finish for up to 10 s.
+pub async fn serve_router_tls(
+    listener: std::net::TcpListener,
+    router: Router,
+    tls: axum_server::tls_rustls::RustlsConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopper.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
+    });
+    listener.set_nonblocking(true)?;
+    axum_server::from_tcp_rustls(listener, tls)?.handle(handle).serve(router.into_make_service()).await
 }
 
 /// Serves HTTP/1.1 and HTTP/2 (gRPC) on `listener` until `shutdown` completes.

@@ -32,6 +32,12 @@ enum Command {
         /// Folder holding `pkg/` (the browser bundle); default: `site` beside the binary's folder.
         #[arg(long, env = "HEADROOM_SITE_ROOT")]
         site_root: Option<PathBuf>,
+        /// PEM certificate chain: serve HTTPS (and gRPC over TLS) instead of plain HTTP.
+        #[arg(long, env = "HEADROOM_TLS_CERT", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key of --tls-cert.
+        #[arg(long, env = "HEADROOM_TLS_KEY", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Manage users and tokens.
     #[command(subcommand)]
@@ -88,12 +94,19 @@ async fn main() -> anyhow::Result<()> {
     };
     let store = Store::connect(&url).await?;
     match cli.command {
-        Command::Serve { listen, site_root } => serve(store, listen, site_root).await,
+        Command::Serve { listen, site_root, tls_cert, tls_key } => {
+            serve(store, listen, site_root, tls_cert.zip(tls_key)).await
+        }
         Command::Admin(command) => run_admin(&store, &cli.data_dir, command).await,
     }
 }
 
-async fn serve(store: Store, listen: SocketAddr, site_root: Option<PathBuf>) -> anyhow::Result<()> {
+async fn serve(
+    store: Store,
+    listen: SocketAddr,
+    site_root: Option<PathBuf>,
+    tls: Option<(PathBuf, PathBuf)>,
+) -> anyhow::Result<()> {
     let site_root = match site_root {
         Some(root) => root,
         None => std::env::current_exe()?.parent().and_then(|p| p.parent()).map(|p| p.join("site")).unwrap_or_default(),
@@ -102,9 +115,25 @@ async fn serve(store: Store, listen: SocketAddr, site_root: Option<PathBuf>) -> 
         tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`)");
     }
     let backend = store.backend().name();
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(%listen, database = backend, "serving HTTP API, gRPC ingest and web app");
-    headroom_server::serve(listener, AppState::new(store.clone(), &site_root), shutdown_signal()).await?;
+    let mut state = AppState::new(store.clone(), &site_root);
+    match tls {
+        Some((cert, key)) => {
+            let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
+                .await
+                .with_context(|| format!("cannot load TLS certificate {} and key {}", cert.display(), key.display()))?;
+            let listener = std::net::TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
+            tracing::info!(%listen, database = backend, "serving HTTPS API, gRPC ingest over TLS and web app");
+            state.tls = true;
+            let router = headroom_server::app(state);
+            headroom_server::serve_router_tls(listener, router, config, shutdown_signal()).await?;
+        }
+        None => {
+            let listener =
+                tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+            tracing::info!(%listen, database = backend, "serving HTTP API, gRPC ingest and web app");
+            headroom_server::serve(listener, state, shutdown_signal()).await?;
+        }
+    }
     store.close().await;
     Ok(())
 }

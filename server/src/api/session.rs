@@ -44,10 +44,11 @@ fn safe_next(next: Option<&str>) -> &str {
     }
 }
 
-/// `; Secure` when the request reached us over HTTPS (through a proxy that says so).
-fn secure_attribute(headers: &HeaderMap) -> &'static str {
-    let https =
+/// `; Secure` when the request reached us over HTTPS: our own TLS, or a proxy that says so.
+fn secure_attribute(state: &AppState, headers: &HeaderMap) -> &'static str {
+    let forwarded =
         headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let https = state.tls || forwarded;
     if https { "; Secure" } else { "" }
 }
 
@@ -68,7 +69,7 @@ pub async fn create(
     };
     let token = auth::new_token("");
     let max_age = state.store.create_session(&user.id, &auth::hash_token(&token)).await?;
-    let secure = secure_attribute(&headers);
+    let secure = secure_attribute(&state, &headers);
     let cookie = format!("{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}");
     Ok(see_other(safe_next(form.next.as_deref()), Some(cookie)))
 }
@@ -78,7 +79,8 @@ pub async fn delete(State(state): State<AppState>, headers: HeaderMap) -> Result
     if let Some(token) = auth::session_cookie(&headers) {
         state.store.delete_session(&auth::hash_token(&token)).await?;
     }
-    let cookie = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{}", secure_attribute(&headers));
+    let cookie =
+        format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{}", secure_attribute(&state, &headers));
     Ok(see_other("/login", Some(cookie)))
 }
 
