@@ -78,6 +78,28 @@ impl Build {
         Ok(site_root)
     }
 
+    /// Builds the model's wasm bench in release mode and times it in Node.
+    pub fn bench_wasm(&self) -> anyhow::Result<()> {
+        ensure_wasm_target()?;
+        let bindgen = self.ensure_wasm_bindgen()?;
+        step(
+            "building the planning model for wasm32 (release)",
+            &mut self.cargo(&["build", "-p", "model-wasm-bench", "--release", "--target", WASM_TARGET]),
+        )?;
+        let out = self.target.join("model-wasm-bench");
+        let wasm = self.target.join(WASM_TARGET).join("release").join("model_wasm_bench.wasm");
+        step(
+            "generating bindings for Node",
+            Command::new(&bindgen).args(["--target", "nodejs", "--no-typescript", "--out-dir"]).arg(&out).arg(&wasm),
+        )?;
+        step(
+            "timing in Node",
+            Command::new("node")
+                .arg(self.root.join("tools/model-wasm-bench/run.mjs"))
+                .arg(out.join("model_wasm_bench.js")),
+        )
+    }
+
     pub fn cargo(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
         cmd.args(args).current_dir(&self.root).env("CARGO_TARGET_DIR", &self.target);
