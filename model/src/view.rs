@@ -59,7 +59,8 @@ pub struct NodeSummary {
     pub first_seen_ms: i64,
     pub last_seen_ms: i64,
     pub run_count: u64,
-    /// Median memcpy bandwidth of the largest buffer in the node's latest `system` run.
+    /// Median memcpy bandwidth on the most threads and the largest buffer in the node's latest
+    /// `system` run: its memory bandwidth.
     pub memcpy_bytes_per_second: Option<f64>,
 }
 

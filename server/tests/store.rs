@@ -89,8 +89,21 @@ async fn nodes_show_the_largest_memcpy_of_their_latest_system_run() {
         assert_eq!(nodes.len(), 2, "{backend}");
         let a = nodes.iter().find(|n| n.hostname == "node-a").unwrap();
         assert_eq!(a.run_count, 2);
-        // 256 MiB is the largest buffer; the newer run measured 12 GB/s there.
+        // 256 MiB is the largest single-thread buffer; the newer run measured 12 GB/s there.
         assert_eq!(a.memcpy_bytes_per_second, Some(12e9), "{backend}");
+        // An all-core case outranks any single-thread buffer: it is the node's bandwidth.
+        let mut all_cores = sample_run("node-c");
+        let mut parallel = all_cores.measurements[0].clone();
+        parallel.parameters = std::collections::BTreeMap::from([
+            ("bytes".to_string(), (64u64 << 20).to_string()),
+            ("threads".to_string(), "8".to_string()),
+        ]);
+        parallel.stats = Some(common::stats(30e9));
+        all_cores.measurements.push(parallel);
+        store.insert_run(&agent_id, &all_cores).await.unwrap();
+        let nodes = store.list_nodes().await.unwrap();
+        let c = nodes.iter().find(|n| n.hostname == "node-c").unwrap();
+        assert_eq!(c.memcpy_bytes_per_second, Some(30e9), "{backend}");
         assert_eq!(a.hourly_usd, Some(0.357));
         assert_eq!(a.memory_bytes, 32 << 30);
     })

@@ -1,7 +1,9 @@
-//! `system`: memory copy bandwidth across buffer sizes (cache-resident to DRAM-bound).
+//! `system`: memory copy bandwidth across buffer sizes (cache-resident to DRAM-bound) on one
+//! core, and DRAM-bound on every core at once, which is the node's memory bandwidth.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use model::{Measurement, MeasurementStatus, Suite, Unit};
@@ -15,6 +17,9 @@ pub struct System;
 const SIZES: [usize; 3] = [256 * 1024, 8 * 1024 * 1024, 256 * 1024 * 1024];
 /// Each sample copies for at least this long, so timer resolution does not matter.
 const MIN_SAMPLE: Duration = Duration::from_millis(2);
+/// Per-thread buffer of the all-core case, and the cap on all of its buffers together.
+const PARALLEL_BYTES: usize = 64 * 1024 * 1024;
+const PARALLEL_TOTAL: usize = 1024 * 1024 * 1024;
 
 impl Benchmark for System {
     fn suite(&self) -> Suite {
@@ -23,20 +28,23 @@ impl Benchmark for System {
 
     fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> Vec<Measurement> {
         let samples = if effort.quick { 10 } else { 40 };
-        SIZES
-            .iter()
-            .map(|&bytes| {
-                let measurement = memcpy(bytes, samples);
-                if let Some(stats) = &measurement.stats {
-                    progress(&format!(
-                        "system: memcpy {} → {} (median of {samples})",
-                        model::format::bytes(bytes as f64),
-                        model::format::bytes_per_second(stats.p50)
-                    ));
-                }
-                measurement
-            })
-            .collect()
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let mut measurements: Vec<Measurement> = SIZES.iter().map(|&bytes| memcpy(bytes, samples)).collect();
+        if threads > 1 {
+            let per_thread = PARALLEL_BYTES.min(PARALLEL_TOTAL / threads).max(8 * 1024 * 1024);
+            measurements.push(memcpy_all_cores(per_thread, threads, samples));
+        }
+        for m in &measurements {
+            if let Some(stats) = &m.stats {
+                progress(&format!(
+                    "system: memcpy {} × {} thread(s) → {} (median of {samples})",
+                    model::format::bytes(m.parameters["bytes"].parse::<f64>().unwrap_or(0.0)),
+                    m.parameters["threads"],
+                    model::format::bytes_per_second(stats.p50)
+                ));
+            }
+        }
+        measurements
     }
 }
 
@@ -61,6 +69,56 @@ fn memcpy(bytes: usize, samples: usize) -> Measurement {
             (bytes * copies_per_sample) as f64 / start.elapsed().as_secs_f64()
         })
         .collect();
+    Measurement {
+        suite: Suite::System,
+        case: "memcpy".into(),
+        parameters,
+        unit: Unit::BytesPerSecond,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(summarize(&bandwidths)),
+        floor: None,
+    }
+}
+
+/// `threads` threads each copy their own `bytes` buffers at once; a sample's bandwidth is all
+/// bytes copied over the wall time from the common start to the last thread's finish.
+fn memcpy_all_cores(bytes: usize, threads: usize, samples: usize) -> Measurement {
+    let parameters =
+        BTreeMap::from([("bytes".to_string(), bytes.to_string()), ("threads".to_string(), threads.to_string())]);
+    let copies = {
+        let mut src = vec![1u8; bytes];
+        let mut dst = vec![0u8; bytes];
+        copies_for(bytes, &mut src, &mut dst)
+    };
+    let start = Barrier::new(threads + 1);
+    let done = Barrier::new(threads + 1);
+    let bandwidths = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                // Allocated and touched by the thread that copies, so pages sit on its NUMA node.
+                let src = vec![1u8; bytes];
+                let mut dst = vec![0u8; bytes];
+                dst.copy_from_slice(&src);
+                for _ in 0..samples {
+                    start.wait();
+                    for _ in 0..copies {
+                        dst.copy_from_slice(black_box(&src));
+                        black_box(&mut dst);
+                    }
+                    done.wait();
+                }
+            });
+        }
+        (0..samples)
+            .map(|_| {
+                start.wait();
+                let began = Instant::now();
+                done.wait();
+                (threads * bytes * copies) as f64 / began.elapsed().as_secs_f64()
+            })
+            .collect::<Vec<f64>>()
+    });
     Measurement {
         suite: Suite::System,
         case: "memcpy".into(),

@@ -202,7 +202,8 @@ impl Store {
             .collect()
     }
 
-    /// Per node: the median memcpy bandwidth of the largest buffer in its latest `system` run.
+    /// Per node: the median memcpy bandwidth on the most threads and largest buffer in its
+    /// latest `system` run.
     async fn latest_memcpy(&self) -> anyhow::Result<HashMap<String, f64>> {
         let rows: Vec<(String, String, Option<f64>)> = sqlx::query_as(
             // One index probe per node for its latest system run, then those runs' rows by key.
@@ -213,14 +214,16 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?;
-        let mut best: HashMap<String, (u64, f64)> = HashMap::new();
+        // The most threads, then the largest buffer: the node's DRAM bandwidth.
+        let mut best: HashMap<String, ((u64, u64), f64)> = HashMap::new();
         for (node, parameters, p50) in rows {
             let Some(p50) = p50 else { continue };
             let params: BTreeMap<String, String> = serde_json::from_str(&parameters)?;
-            let bytes = params.get("bytes").and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
-            let entry = best.entry(node).or_insert((bytes, p50));
-            if bytes > entry.0 {
-                *entry = (bytes, p50);
+            let number = |key: &str| params.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            let rank = (number("threads").max(1), number("bytes"));
+            let entry = best.entry(node).or_insert((rank, p50));
+            if rank > entry.0 {
+                *entry = (rank, p50);
             }
         }
         Ok(best.into_iter().map(|(node, (_, bw))| (node, bw)).collect())
