@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use model::cost::{AmortizationInput, amortize};
 use model::memory::{KvCache, Precision};
 use model::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, Source, right_size};
-use model::uncertainty::{Dist, UncertaintyInput, simulate};
+use model::uncertainty::{UncertaintyInput, simulate};
 use model::units::{Bytes, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
 /// Median wall time of `runs` runs.
@@ -64,19 +64,6 @@ fn search_space(cv: f64) -> RightSizeInput {
     }
 }
 
-fn monte_carlo(samples: u32) -> UncertaintyInput {
-    UncertaintyInput {
-        training_cost_usd: Dist::Triangular { low: 10_000.0, mode: 20_000.0, high: 40_000.0 },
-        retrains_per_month: Dist::Uniform { low: 0.5, high: 2.0 },
-        requests_per_month: Dist::LogNormal { p10: 5e7, p90: 2e8 },
-        serving_cost_per_request_usd: Dist::Normal { mean: 1e-4, sd: 1e-5 },
-        extra_training_cost_usd: Some(Dist::Uniform { low: 1_000.0, high: 5_000.0 }),
-        serving_saving_fraction: Some(Dist::Triangular { low: 0.1, mode: 0.25, high: 0.4 }),
-        samples,
-        seed: 7,
-    }
-}
-
 fn main() {
     let inputs: Vec<AmortizationInput> = (0..100_000)
         .map(|i| AmortizationInput {
@@ -99,7 +86,7 @@ fn main() {
             format!("{} replica counts examined, {} feasible, goal < 50 ms", result.evaluated, result.feasible),
         ));
     }
-    let input = monte_carlo(100_000);
+    let input = UncertaintyInput::example(100_000);
     let took = time(11, || simulate(&input).unwrap());
     rows.push(("Monte Carlo 100 000 samples, 6 inputs".into(), took, "native; goal < 100 ms in the browser".into()));
 

@@ -130,6 +130,23 @@ pub struct UncertaintyInput {
     pub seed: u64,
 }
 
+impl UncertaintyInput {
+    /// A planner's typical question: training 10–40 k USD about monthly, 50–200 M requests a
+    /// month, and a distillation that saves 10–40% of serving for 1–5 k USD more per retrain.
+    pub fn example(samples: u32) -> Self {
+        UncertaintyInput {
+            training_cost_usd: Dist::Triangular { low: 10_000.0, mode: 20_000.0, high: 40_000.0 },
+            retrains_per_month: Dist::Uniform { low: 0.5, high: 2.0 },
+            requests_per_month: Dist::LogNormal { p10: 5e7, p90: 2e8 },
+            serving_cost_per_request_usd: Dist::Normal { mean: 1e-4, sd: 1e-5 },
+            extra_training_cost_usd: Some(Dist::Uniform { low: 1_000.0, high: 5_000.0 }),
+            serving_saving_fraction: Some(Dist::Triangular { low: 0.1, mode: 0.25, high: 0.4 }),
+            samples,
+            seed: 7,
+        }
+    }
+}
+
 fn default_samples() -> u32 {
     100_000
 }

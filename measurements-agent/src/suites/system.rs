@@ -69,16 +69,7 @@ fn memcpy(bytes: usize, samples: usize) -> Measurement {
             (bytes * copies_per_sample) as f64 / start.elapsed().as_secs_f64()
         })
         .collect();
-    Measurement {
-        suite: Suite::System,
-        case: "memcpy".into(),
-        parameters,
-        unit: Unit::BytesPerSecond,
-        status: MeasurementStatus::Ok,
-        reason: None,
-        stats: Some(summarize(&bandwidths)),
-        floor: None,
-    }
+    bandwidth(parameters, &bandwidths)
 }
 
 /// `threads` threads each copy their own `bytes` buffers at once; a sample's bandwidth is all
@@ -119,6 +110,11 @@ fn memcpy_all_cores(bytes: usize, threads: usize, samples: usize) -> Measurement
             })
             .collect::<Vec<f64>>()
     });
+    bandwidth(parameters, &bandwidths)
+}
+
+/// A memcpy case's result from its per-sample bandwidths.
+fn bandwidth(parameters: BTreeMap<String, String>, samples: &[f64]) -> Measurement {
     Measurement {
         suite: Suite::System,
         case: "memcpy".into(),
@@ -126,7 +122,7 @@ fn memcpy_all_cores(bytes: usize, threads: usize, samples: usize) -> Measurement
         unit: Unit::BytesPerSecond,
         status: MeasurementStatus::Ok,
         reason: None,
-        stats: Some(summarize(&bandwidths)),
+        stats: Some(summarize(samples)),
         floor: None,
     }
 }

@@ -2,7 +2,7 @@
 //! called from JavaScript (`run.mjs`), which does the timing.
 
 use model::cost::{AmortizationInput, amortize};
-use model::uncertainty::{Dist, UncertaintyInput, simulate};
+use model::uncertainty::{UncertaintyInput, simulate};
 use model::units::{PerMonth, Usd};
 use wasm_bindgen::prelude::wasm_bindgen;
 
@@ -25,15 +25,6 @@ pub fn amortize_many(n: u32) -> f64 {
 /// The planner's uncertainty mode: `samples` draws of six inputs; returns the P50 cost per request.
 #[wasm_bindgen]
 pub fn monte_carlo(samples: u32) -> f64 {
-    let input = UncertaintyInput {
-        training_cost_usd: Dist::Triangular { low: 10_000.0, mode: 20_000.0, high: 40_000.0 },
-        retrains_per_month: Dist::Uniform { low: 0.5, high: 2.0 },
-        requests_per_month: Dist::LogNormal { p10: 5e7, p90: 2e8 },
-        serving_cost_per_request_usd: Dist::Normal { mean: 1e-4, sd: 1e-5 },
-        extra_training_cost_usd: Some(Dist::Uniform { low: 1_000.0, high: 5_000.0 }),
-        serving_saving_fraction: Some(Dist::Triangular { low: 0.1, mode: 0.25, high: 0.4 }),
-        samples,
-        seed: 7,
-    };
+    let input = UncertaintyInput::example(samples);
     simulate(&input).map(|u| u.cost_per_request_usd.p50).unwrap_or(f64::NAN)
 }
