@@ -18,12 +18,6 @@ macro_rules! quantity {
         #[serde(transparent)]
         pub struct $name(pub f64);
 
-        impl $name {
-            pub fn value(self) -> f64 {
-                self.0
-            }
-        }
-
         impl Add for $name {
             type Output = $name;
             fn add(self, other: $name) -> $name {
@@ -126,24 +120,5 @@ impl PerSecond {
     /// The same rate counted per month.
     pub fn per_month(self) -> PerMonth {
         PerMonth(self.0 * SECONDS_PER_MONTH)
-    }
-
-    /// Expected events in `duration`.
-    pub fn times(self, duration: Seconds) -> f64 {
-        self.0 * duration.0
-    }
-}
-
-impl PerMonth {
-    /// The same rate counted per second.
-    pub fn per_second(self) -> PerSecond {
-        PerSecond(self.0 / SECONDS_PER_MONTH)
-    }
-}
-
-impl Seconds {
-    /// The rate of one event every `self`.
-    pub fn rate(self) -> PerSecond {
-        PerSecond(1.0 / self.0)
     }
 }
