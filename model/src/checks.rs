@@ -26,16 +26,20 @@ pub fn open_unit(field: &str, value: f64) -> Result<f64, ModelError> {
     }
 }
 
-/// A fraction in (0, 1], such as a utilization cap.
-pub fn fraction(field: &str, value: f64) -> Result<f64, ModelError> {
-    if positive(field, value)? > 1.0 { Err(FieldError::new(field, "must be at most 1")) } else { Ok(value) }
-}
-
 /// A number within [low, high].
 pub fn between(field: &str, value: f64, low: f64, high: f64) -> Result<f64, ModelError> {
     if (low..=high).contains(&finite(field, value)?) {
         Ok(value)
     } else {
         Err(FieldError::new(field, format!("must be between {low} and {high}")))
+    }
+}
+
+/// A utilization cap: above 0 and below 1, since a queue at full utilization never drains.
+pub fn utilization_cap(field: &str, value: f64) -> Result<f64, ModelError> {
+    if positive(field, value)? >= 1.0 {
+        Err(FieldError::new(field, "must be below 1: a queue planned at full utilization grows without bound"))
+    } else {
+        Ok(value)
     }
 }

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Gamma};
 
 use crate::FieldError;
-use crate::checks::{ModelError, between, finite, fraction, open_unit, positive};
+use crate::checks::{ModelError, between, finite, open_unit, positive, utilization_cap};
 use crate::units::{PerSecond, Seconds};
 
 /// The service-time distribution implied by a mean and a coefficient of variation.
@@ -254,7 +254,7 @@ pub fn size_replicas(input: &ReplicaInput) -> Result<ReplicaPlan, ModelError> {
     let cv = between("service_time_cv", input.service_time_cv, 0.0, 10.0)?;
     let slo = positive("slo_latency_s", input.slo_latency_s.0)?;
     let q = open_unit("slo_quantile", input.slo_quantile)?;
-    let max_util = fraction("max_utilization", input.max_utilization)?;
+    let max_util = utilization_cap("max_utilization", input.max_utilization)?;
     let burst = finite("burst_factor", input.burst_factor)?;
     if burst < 1.0 {
         return Err(FieldError::new("burst_factor", "must be at least 1"));

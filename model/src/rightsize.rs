@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::FieldError;
-use crate::checks::{ModelError, finite, fraction, non_negative, open_unit, positive};
+use crate::checks::{ModelError, finite, non_negative, open_unit, positive, utilization_cap};
 use crate::memory::{KvCache, Precision};
 use crate::queue::{Queue, Service, erlang_b, quantile_of};
 use crate::units::{Bytes, PerSecond, Seconds, UsdPerHour, UsdPerMonth};
@@ -135,7 +135,7 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
     let lambda = positive("arrival_rate_rps", input.arrival_rate_rps.0)?;
     let slo = positive("slo_latency_s", input.slo_latency_s.0)?;
     let q = open_unit("slo_quantile", input.slo_quantile)?;
-    let max_util = fraction("max_utilization", input.max_utilization)?;
+    let max_util = utilization_cap("max_utilization", input.max_utilization)?;
     let loss_limit = non_negative("accuracy_loss_limit", input.accuracy_loss_limit)?;
     positive("model.parameters", input.model.parameters)?;
     non_negative("model.activation_bytes_per_sample", input.model.activation_bytes_per_sample.0)?;

@@ -11,8 +11,10 @@ use crate::api;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Headroom API", description = "Measurements, nodes and runs. People sign in (cookie) or send an API token; agents send an ingest-only token. gRPC ingest: headroom.v1.Ingest/UploadRun on the same port."),
-    paths(api::runs::create, api::runs::list, api::runs::get_one, api::nodes::list, api::agents::list, api::session::me),
-    modifiers(&BearerAuth)
+    paths(api::runs::create, api::runs::list, api::runs::get_one, api::nodes::list, api::agents::list, api::session::me,
+        api::model::amortization, api::model::break_even, api::model::replicas, api::model::right_size,
+        api::model::memory_fit, api::model::transport, api::model::uncertainty),
+    modifiers(&BearerAuth, &ModelExamples)
 )]
 pub struct ApiDoc;
 
@@ -25,6 +27,30 @@ impl Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// Puts a worked example on each planning endpoint: the request, and what the model answers.
+struct ModelExamples;
+
+impl Modify for ModelExamples {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, request) in api::model::examples() {
+            let Some(operation) = openapi.paths.paths.get_mut(path).and_then(|item| item.post.as_mut()) else {
+                continue;
+            };
+            let response = api::model::example_response(path, &request);
+            if let Some(content) =
+                operation.request_body.as_mut().and_then(|body| body.content.get_mut("application/json"))
+            {
+                content.example = Some(request);
+            }
+            if let Some(utoipa::openapi::RefOr::T(ok)) = operation.responses.responses.get_mut("200")
+                && let Some(content) = ok.content.get_mut("application/json")
+            {
+                content.example = response;
+            }
+        }
     }
 }
 

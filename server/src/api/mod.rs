@@ -4,10 +4,12 @@
 //! | --- | --- |
 //! | `POST /api/v1/runs` | agent token |
 //! | `GET /api/v1/runs`, `GET /api/v1/runs/{id}`, `GET /api/v1/nodes`, `GET /api/v1/me` | viewer |
+//! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty) | planner |
 //! | `GET /api/v1/agents` | admin |
 //! | `POST /login`, `POST /logout` | anyone |
 
 pub mod agents;
+pub mod model;
 pub mod nodes;
 pub mod runs;
 pub mod session;
@@ -17,5 +19,10 @@ use axum::Router;
 use crate::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new().merge(runs::router()).merge(nodes::router()).merge(agents::router()).merge(session::router())
+    Router::new()
+        .merge(runs::router())
+        .merge(nodes::router())
+        .merge(agents::router())
+        .merge(model::router())
+        .merge(session::router())
 }

@@ -26,20 +26,25 @@ pub struct TestDb {
 /// Every backend this run covers. Panics when Postgres is asked for but unreachable, so a
 /// misconfigured CI fails instead of silently testing less.
 pub async fn databases() -> Vec<TestDb> {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut dbs = vec![TestDb {
-        backend: "sqlite",
-        url: headroom_server::store::sqlite_url(dir.path()),
-        admin_url: None,
-        name: None,
-        _dir: Some(dir),
-    }];
+    let mut dbs = vec![sqlite()];
     if let Ok(admin_url) = std::env::var("HEADROOM_TEST_POSTGRES_URL")
         && !admin_url.is_empty()
     {
         dbs.push(postgres(&admin_url).await);
     }
     dbs
+}
+
+/// An SQLite file in a temp dir, for tests of what does not touch the store.
+pub fn sqlite() -> TestDb {
+    let dir = tempfile::tempdir().expect("temp dir");
+    TestDb {
+        backend: "sqlite",
+        url: headroom_server::store::sqlite_url(dir.path()),
+        admin_url: None,
+        name: None,
+        _dir: Some(dir),
+    }
 }
 
 async fn postgres(admin_url: &str) -> TestDb {
