@@ -13,7 +13,7 @@ pub struct OperatorFacts {
 
 /// Describes this machine.
 pub fn node(facts: &OperatorFacts) -> NodeInfo {
-    let hostname = read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown-host".into());
+    let hostname = hostname();
     NodeInfo {
         node_id: ["/etc/machine-id", "/var/lib/dbus/machine-id"]
             .into_iter()
@@ -28,6 +28,10 @@ pub fn node(facts: &OperatorFacts) -> NodeInfo {
         hourly_usd: facts.hourly_usd,
         gpus: Vec::new(),
     }
+}
+
+pub fn hostname() -> String {
+    read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown-host".into())
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

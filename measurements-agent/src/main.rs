@@ -5,6 +5,7 @@ mod inventory;
 mod spool;
 mod stats;
 mod suites;
+mod transport;
 mod upload;
 
 use std::path::PathBuf;
@@ -49,12 +50,19 @@ struct ServerArgs {
 enum Command {
     /// Run suites (default: every available one), spool the run, then upload the spool.
     Run {
-        /// Suites to run: system.
+        /// Suites to run: system, transport (default: all).
         #[arg(value_parser = parse_suite)]
         suites: Vec<Suite>,
-        /// Fewer samples: a smoke test, not a basis for decisions.
+        /// Fewer samples and sizes: a smoke test, not a basis for decisions.
         #[arg(long)]
         quick: bool,
+        /// transport: measure against `measurements-agent serve` on another node (HOST:PORT)
+        /// instead of a server process on this one.
+        #[arg(long)]
+        peer: Option<String>,
+        /// transport: payload sizes, e.g. 1KiB,64KiB,4MiB (default 1KiB,8KiB,64KiB,512KiB,4MiB).
+        #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+        sizes: Vec<usize>,
         /// Also print the run as JSON on standard output (always done without --server).
         #[arg(long)]
         json: bool,
@@ -74,6 +82,19 @@ enum Command {
     },
     /// Print this node's description as JSON.
     Inventory,
+    /// Serve the transport suite's servers so an agent on another node can measure against
+    /// this one (`run transport --peer THIS_HOST:PORT`).
+    Serve {
+        /// Address for HTTP, gRPC and control; a raw-exchange port is opened beside it.
+        #[arg(long, default_value = "0.0.0.0:7070")]
+        listen: std::net::SocketAddr,
+        /// Run every server thread on this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// Exit when standard input closes (used when the agent starts its own server).
+        #[arg(long, hide = true)]
+        stop_on_stdin_eof: bool,
+    },
 }
 
 fn default_spool() -> PathBuf {
@@ -86,7 +107,25 @@ fn default_spool() -> PathBuf {
 
 fn parse_suite(text: &str) -> Result<Suite, String> {
     let suite = Suite::parse(text)?;
-    suites::benchmark(suite).map(|_| suite)
+    suites::benchmark(suite, &suites::Options::default()).map(|_| suite)
+}
+
+/// `4096`, `1KiB`, `64KiB`, `4MiB`.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let n: usize = digits.parse().map_err(|_| format!("'{text}' is not a size such as 4096, 64KiB or 4MiB"))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        _ => return Err(format!("unknown unit in '{text}': use B, KiB or MiB")),
+    };
+    let bytes = n.checked_mul(scale).ok_or_else(|| format!("'{text}' is too large"))?;
+    if !(1024..=(64 << 20)).contains(&bytes) || bytes % 1024 != 0 {
+        return Err(format!("'{text}': sizes must be whole KiB between 1KiB and 64MiB"));
+    }
+    Ok(bytes)
 }
 
 fn now_ms() -> i64 {
@@ -121,7 +160,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let target = target(&server)?.context("--server (or HEADROOM_SERVER) is required to upload")?;
             flush(&spool, &target).await
         }
-        Command::Run { suites, quick, json, instance_type, hourly_usd, server } => {
+        Command::Serve { listen, cpu, stop_on_stdin_eof } => {
+            // Blocking servers and a runtime of their own; keep them off this runtime's threads.
+            tokio::task::spawn_blocking(move || transport::peer::serve(listen, cpu, stop_on_stdin_eof)).await??;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { suites, quick, json, instance_type, hourly_usd, server, peer, sizes } => {
             if let Some(price) = hourly_usd {
                 anyhow::ensure!(
                     price.is_finite() && price >= 0.0,
@@ -131,7 +175,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let spool = Spool::open(&cli.spool)?;
             let target = target(&server)?;
             let facts = inventory::OperatorFacts { instance_type, hourly_usd };
-            let run = measure(&suites, Effort { quick }, &facts);
+            let options = suites::Options { peer, sizes };
+            let run =
+                tokio::task::spawn_blocking(move || measure(&suites, Effort { quick }, &options, &facts)).await??;
             let path = spool.put(&run)?;
             log(&format!("run {} spooled at {}", run.run_id, path.display()));
             if json || target.is_none() {
@@ -165,24 +211,31 @@ fn target(args: &ServerArgs) -> anyhow::Result<Option<Target>> {
 }
 
 /// Runs the chosen suites (all available ones when none is named).
-fn measure(requested: &[Suite], effort: Effort, facts: &inventory::OperatorFacts) -> RunUpload {
+fn measure(
+    requested: &[Suite],
+    effort: Effort,
+    options: &suites::Options,
+    facts: &inventory::OperatorFacts,
+) -> anyhow::Result<RunUpload> {
     let chosen = if requested.is_empty() { suites::available() } else { requested.to_vec() };
     let started_at_ms = now_ms();
     let node = inventory::node(facts);
     let mut measurements = Vec::new();
     for suite in chosen {
-        let bench = suites::benchmark(suite).expect("suites were checked when parsing arguments");
+        let bench = suites::benchmark(suite, options).expect("suites were checked when parsing arguments");
         log(&format!("running suite {}", bench.suite()));
-        measurements.extend(bench.run(effort, &mut |line| log(line)));
+        let results =
+            bench.run(effort, &mut |line| log(line)).with_context(|| format!("suite {suite} could not run"))?;
+        measurements.extend(results);
     }
-    RunUpload {
+    Ok(RunUpload {
         run_id: uuid::Uuid::new_v4(),
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at_ms,
         finished_at_ms: now_ms(),
         node,
         measurements,
-    }
+    })
 }
 
 /// Uploads the spool; exit code 3 when runs remain in it, 4 when the server refused some.

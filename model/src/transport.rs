@@ -33,6 +33,10 @@ pub struct TransportMeasurement {
     pub latency_p99_s: Seconds,
     /// False for transports that need both ends on one node (shared memory, Unix sockets).
     pub works_across_nodes: bool,
+    /// Where the two ends ran when this was measured (`same_core`, `different_cores`,
+    /// `cross_node`): a blocking wake-up costs far more across cores than on one.
+    #[serde(default)]
+    pub measured_placement: Option<String>,
 }
 
 /// Inputs of [`advise_transport`].
@@ -121,6 +125,19 @@ pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, Model
             ),
         ),
     };
+    let placements: Vec<&str> = {
+        let mut p: Vec<&str> = input.measurements.iter().filter_map(|m| m.measured_placement.as_deref()).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    let reason = match placements.as_slice() {
+        [] => {
+            format!("{reason} The figures do not say where the two ends ran; the advice assumes it matches production.")
+        }
+        [one] => format!("{reason} It assumes the ends run as they were measured: {}.", one.replace('_', " ")),
+        many => format!("{reason} The figures mix placements ({}); compare like with like.", many.join(", ")),
+    };
     Ok(TransportAdvice { options, recommended, reason })
 }
 
@@ -163,6 +180,7 @@ mod tests {
             cpu_seconds_per_request: Seconds(cpu_us * 1e-6),
             latency_p99_s: Seconds(p99_us * 1e-6),
             works_across_nodes: cross,
+            measured_placement: Some("different_cores".into()),
         }
     }
 
@@ -181,6 +199,7 @@ mod tests {
         };
         let advice = advise_transport(&input).unwrap();
         assert_eq!(advice.recommended.as_deref(), Some("shared_memory"));
+        assert!(advice.reason.contains("as they were measured: different cores"), "{}", advice.reason);
         // 95 µs × 20 000/s = 1.9 cores; × 0.04 USD × 730 h = 55.48 USD a month.
         let http = advice.options.iter().find(|o| o.transport == "http_json").unwrap();
         assert!((http.cores - 1.9).abs() < 1e-9);

@@ -8,6 +8,12 @@ pub mod pb {
     tonic::include_proto!("headroom.v1");
 }
 
+/// The inference call timed by the agent's transport suite.
+#[allow(clippy::all)]
+pub mod transport {
+    tonic::include_proto!("headroom.transport.v1");
+}
+
 use model::{FieldError, IngestAck};
 
 impl From<&model::RunUpload> for pb::RunUpload {

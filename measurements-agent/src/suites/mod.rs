@@ -2,6 +2,7 @@
 //! failed with its reason; the other cases and suites still run.
 
 pub mod system;
+pub mod transport;
 
 use model::{Measurement, Suite};
 
@@ -15,19 +16,33 @@ pub struct Effort {
 /// One suite of benchmarks.
 pub trait Benchmark {
     fn suite(&self) -> Suite;
-    /// Runs every case, reporting progress lines through `progress`.
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> Vec<Measurement>;
+    /// Runs every case, reporting progress lines through `progress`. A case that cannot run is
+    /// a skipped or failed measurement; an error means the suite as a whole could not start
+    /// (an unreachable peer, say) and is reported to the operator, not uploaded.
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>>;
+}
+
+/// Settings of suites that take any.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `HOST:PORT` of a transport peer on another node.
+    pub peer: Option<String>,
+    /// Transport payload sizes in bytes (empty: the suite's defaults).
+    pub sizes: Vec<usize>,
 }
 
 /// The suites this agent can run, by name.
 pub fn available() -> Vec<Suite> {
-    vec![Suite::System]
+    vec![Suite::System, Suite::Transport]
 }
 
 /// The implementation of `suite`, or why there is none in this build.
-pub fn benchmark(suite: Suite) -> Result<Box<dyn Benchmark>, String> {
+pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, String> {
     match suite {
         Suite::System => Ok(Box::new(system::System)),
+        Suite::Transport => {
+            Ok(Box::new(transport::TransportSuite { peer: options.peer.clone(), sizes: options.sizes.clone() }))
+        }
         other => Err(format!(
             "suite '{other}' is not in this version of the agent; available: {}",
             available().iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")

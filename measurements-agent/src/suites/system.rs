@@ -26,7 +26,7 @@ impl Benchmark for System {
         Suite::System
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> Vec<Measurement> {
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
         let samples = if effort.quick { 10 } else { 40 };
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let mut measurements: Vec<Measurement> = SIZES.iter().map(|&bytes| memcpy(bytes, samples)).collect();
@@ -44,7 +44,7 @@ impl Benchmark for System {
                 ));
             }
         }
-        measurements
+        Ok(measurements)
     }
 }
 

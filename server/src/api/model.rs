@@ -294,6 +294,7 @@ fn measured(transport: &str, cpu: f64, p99: f64, across: bool) -> TransportMeasu
         cpu_seconds_per_request: Seconds(cpu),
         latency_p99_s: Seconds(p99),
         works_across_nodes: across,
+        measured_placement: Some("different_cores".into()),
     }
 }
 

@@ -1,0 +1,530 @@
+//! `transport`: what each way of calling an inference service costs on this node (or between
+//! this node and a peer): round-trip latency closed and open loop, throughput at 1, 4 and 16 in
+//! flight, CPU and context switches per request on both ends, encode/decode cost and bytes on
+//! the wire, each beside a floor measured in the same run.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use model::{Floor, Measurement, MeasurementStatus, Stats, Suite, Unit};
+
+use super::{Benchmark, Effort};
+use crate::transport::clients::{Client, Exchange, Factory, Transport};
+use crate::transport::harness::{self, Recorder};
+use crate::transport::os::Usage;
+use crate::transport::wire::{self, CLASSES, FRAME_HEADER};
+use crate::transport::{Peer, allowed_cpus};
+
+/// Payload sizes measured by default.
+pub const DEFAULT_SIZES: [usize; 5] = [1 << 10, 8 << 10, 64 << 10, 512 << 10, 4 << 20];
+/// Sizes of a `--quick` run.
+pub const QUICK_SIZES: [usize; 2] = [1 << 10, 64 << 10];
+/// Requests in flight for the throughput cases.
+pub const IN_FLIGHT: [usize; 3] = [1, 4, 16];
+
+pub struct TransportSuite {
+    /// `HOST:PORT` of a `measurements-agent serve` on another node; none measures this node.
+    pub peer: Option<String>,
+    /// Payload sizes in bytes; empty takes the defaults.
+    pub sizes: Vec<usize>,
+}
+
+/// Where the two ends ran.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Placement {
+    SameCore(usize),
+    DifferentCores(usize, usize),
+    CrossNode,
+}
+
+impl Placement {
+    fn as_str(self) -> &'static str {
+        match self {
+            Placement::SameCore(_) => "same_core",
+            Placement::DifferentCores(..) => "different_cores",
+            Placement::CrossNode => "cross_node",
+        }
+    }
+
+    fn client_cpu(self) -> Option<usize> {
+        match self {
+            Placement::SameCore(c) | Placement::DifferentCores(c, _) => Some(c),
+            Placement::CrossNode => None,
+        }
+    }
+
+    fn server_cpu(self) -> Option<usize> {
+        match self {
+            Placement::SameCore(c) | Placement::DifferentCores(_, c) => Some(c),
+            Placement::CrossNode => None,
+        }
+    }
+}
+
+impl Benchmark for TransportSuite {
+    fn suite(&self) -> Suite {
+        Suite::Transport
+    }
+
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+        let sizes = if !self.sizes.is_empty() {
+            self.sizes.clone()
+        } else if effort.quick {
+            QUICK_SIZES.to_vec()
+        } else {
+            DEFAULT_SIZES.to_vec()
+        };
+        let total = if effort.quick { Duration::from_secs(20) } else { Duration::from_secs(120) };
+        let placements = match &self.peer {
+            Some(_) => vec![Placement::CrossNode],
+            None => match allowed_cpus()[..] {
+                [a, b, ..] => vec![Placement::SameCore(a), Placement::DifferentCores(a, b)],
+                [a] => vec![Placement::SameCore(a)],
+                [] => vec![Placement::SameCore(0)],
+            },
+        };
+        // Peers are reached first, so an unreachable one fails the suite before any timing.
+        let peers: Vec<(Placement, Peer)> = placements
+            .iter()
+            .map(|&p| {
+                let peer = match &self.peer {
+                    Some(addr) => Peer::remote(addr)?,
+                    None => Peer::spawn_local(p.server_cpu())?,
+                };
+                Ok((p, peer))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let mut run = Runner::new(&sizes, &placements, total);
+        // Run on a thread of its own: clients pin the threads they run on, and the async
+        // clients start runtimes of their own.
+        std::thread::scope(|scope| scope.spawn(|| run.all(&peers, &sizes)).join().expect("transport suite panicked"))?;
+        run.progress.finish();
+        progress(&format!("transport: {} figures", run.out.len()));
+        Ok(run.out)
+    }
+}
+
+struct Runner {
+    out: Vec<Measurement>,
+    budget: Duration,
+    progress: Progress,
+    /// Floors by (name, payload bytes, placement), in seconds at the median.
+    floors: BTreeMap<(&'static str, usize, &'static str), f64>,
+}
+
+impl Runner {
+    fn new(sizes: &[usize], placements: &[Placement], total: Duration) -> Self {
+        let s = sizes.len();
+        let p = placements.len();
+        let transports = Transport::ALL.len();
+        // Codec cases, memcpy, per placement and size two exchange floors and two ping-pongs,
+        // per transport × size × placement latency and open loop, and throughput at one placement.
+        let phases = 8 * s + s + p * s * 4 + transports * s * p * 2 + transports * s * IN_FLIGHT.len();
+        Runner {
+            out: Vec::new(),
+            budget: (total.mul_f64(0.85) / phases as u32).max(Duration::from_millis(20)),
+            progress: Progress::new(phases),
+            floors: BTreeMap::new(),
+        }
+    }
+
+    fn all(&mut self, peers: &[(Placement, Peer)], sizes: &[usize]) -> anyhow::Result<()> {
+        let overhead = harness::timer_overhead();
+        self.push("timer_overhead", Unit::Seconds, params(&[]), &overhead, None);
+        for &size in sizes {
+            self.codec(size);
+            self.progress.step(&format!("memcpy {}", model::format::bytes(size as f64)));
+            let copy = harness::memcpy(size, self.budget);
+            self.floor("memcpy", size, "none", &copy);
+        }
+        // Each size's floors are measured just before its transports: on a shared virtual
+        // machine the same ping-pong can take 0.1 µs one second and 0.5 µs the next (the host
+        // moves the vCPUs), so a floor is only comparable with figures taken beside it.
+        for (placement, peer) in peers {
+            for &size in sizes {
+                self.floors_at(*placement, peer, size);
+                for transport in Transport::ALL {
+                    self.transport(transport, *placement, peer, size);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        case: &str,
+        unit: Unit,
+        parameters: BTreeMap<String, String>,
+        r: &Recorder,
+        floor: Option<Floor>,
+    ) {
+        self.out.push(ok(case, unit, parameters, r.stats(), floor));
+    }
+
+    fn floor(&mut self, name: &'static str, size: usize, placement: &'static str, r: &Recorder) {
+        if let Some(stats) = r.stats() {
+            self.floors.insert((name, size, placement), stats.p50);
+        }
+        let mut p = params(&[("placement", placement.to_string())]);
+        if size > 0 {
+            p.insert("payload_bytes".into(), size.to_string());
+        }
+        self.push(&format!("floor_{name}"), Unit::Seconds, p, r, None);
+    }
+
+    /// Encoding a request and decoding it, on this thread, per transport that serializes.
+    fn codec(&mut self, size: usize) {
+        let tensor = wire::tensor(wire::batch_for(size));
+        for transport in [Transport::HttpJson, Transport::GrpcPacked, Transport::GrpcBytes, Transport::UnixSocket] {
+            let Some((encode, decode)) = crate::transport::clients::codec(transport, &tensor) else { continue };
+            let base = [("transport", transport.as_str().to_string()), ("payload_bytes", size.to_string())];
+            self.progress.step(&format!("{} encode {}", transport.as_str(), model::format::bytes(size as f64)));
+            let r = harness::cpu_per_call(encode, self.budget);
+            self.push("encode_cpu", Unit::Seconds, params(&base), &r, None);
+            self.progress.step(&format!("{} decode {}", transport.as_str(), model::format::bytes(size as f64)));
+            let r = harness::cpu_per_call(decode, self.budget);
+            self.push("decode_cpu", Unit::Seconds, params(&base), &r, None);
+        }
+    }
+
+    fn floors_at(&mut self, placement: Placement, peer: &Peer, size: usize) {
+        let name = placement.as_str();
+        self.progress.step(&format!("spin ping-pong, {name}"));
+        if let Placement::DifferentCores(a, b) = placement {
+            let r = harness::spin_ping_pong((a, b), self.budget);
+            self.floor("spin_ping_pong", size, name, &r);
+        }
+        self.progress.step(&format!("futex ping-pong, {name}"));
+        if let (Some(a), Some(b)) = (placement.client_cpu(), placement.server_cpu()) {
+            let r = harness::futex_ping_pong((a, b), self.budget);
+            self.floor("futex_ping_pong", size, name, &r);
+        }
+        {
+            let response = FRAME_HEADER + wire::batch_for(size) * CLASSES * 4;
+            let request = FRAME_HEADER + size;
+            self.progress.step(&format!("TCP exchange {}, {name}", model::format::bytes(size as f64)));
+            let addr = peer.exchange_addr();
+            match on_cpu(placement.client_cpu(), || {
+                let mut c = Exchange::tcp(addr, request, response)?;
+                harness::closed_loop(&mut c, self.budget)
+            }) {
+                Ok(l) => self.floor("tcp_exchange", size, name, &l.recorder),
+                Err(e) => {
+                    self.out.push(not_ok("floor_tcp_exchange", size, name, MeasurementStatus::Failed, format!("{e:#}")))
+                }
+            }
+            self.progress.step(&format!("Unix-socket exchange {}, {name}", model::format::bytes(size as f64)));
+            if peer.local {
+                let path = peer.info.uds_exchange_path.clone();
+                match on_cpu(placement.client_cpu(), || {
+                    let mut c = Exchange::unix(&path, request, response)?;
+                    harness::closed_loop(&mut c, self.budget)
+                }) {
+                    Ok(l) => self.floor("uds_exchange", size, name, &l.recorder),
+                    Err(e) => self.out.push(not_ok(
+                        "floor_uds_exchange",
+                        size,
+                        name,
+                        MeasurementStatus::Failed,
+                        format!("{e:#}"),
+                    )),
+                }
+            }
+        }
+    }
+
+    fn floor_for(&self, transport: Transport, size: usize, placement: Placement) -> Option<Floor> {
+        let at = placement.as_str();
+        let name = match transport {
+            Transport::HttpJson | Transport::GrpcPacked | Transport::GrpcBytes => "tcp_exchange",
+            Transport::UnixSocket => "uds_exchange",
+            Transport::SharedMemorySpin if self.floors.contains_key(&("spin_ping_pong", size, at)) => "spin_ping_pong",
+            Transport::SharedMemorySpin | Transport::SharedMemoryFutex => "futex_ping_pong",
+        };
+        self.floors.get(&(name, size, at)).map(|&value| Floor { name: name.to_string(), value })
+    }
+
+    fn transport(&mut self, transport: Transport, placement: Placement, peer: &Peer, size: usize) {
+        let name = placement.as_str();
+        let label = format!("{} {} {}", label(transport), model::format::bytes(size as f64), name);
+        let throughput_here = placement_for_throughput(placement);
+        let steps = 2 + if throughput_here { IN_FLIGHT.len() } else { 0 };
+        if let Some(reason) = transport.not_applicable(peer) {
+            self.progress.skip(steps);
+            self.out.push(not_ok_transport("round_trip", transport, size, name, MeasurementStatus::Skipped, reason));
+            return;
+        }
+        // One slot: idle busy-polling slots would compete with the measured one for the core.
+        let factory = match Factory::new(transport, peer, size, 1) {
+            Ok(f) => f,
+            Err(e) => {
+                self.progress.skip(steps);
+                self.out.push(not_ok_transport(
+                    "round_trip",
+                    transport,
+                    size,
+                    name,
+                    MeasurementStatus::Skipped,
+                    format!("{e:#}"),
+                ));
+                return;
+            }
+        };
+        let base = transport_params(transport, size, name);
+        let bytes = crate::transport::clients::wire_bytes(transport, &factory.tensor);
+        self.out.push(ok("wire_bytes", Unit::Bytes, base.clone(), Some(single(bytes as f64)), None));
+
+        self.progress.step(&format!("{label}: latency"));
+        let measured = on_cpu(placement.client_cpu(), || {
+            let mut client = factory.client()?;
+            let before = peer.usage()?;
+            let latency = harness::closed_loop(client.as_mut(), self.budget)?;
+            let server = peer.usage()?.since(&before);
+            anyhow::Ok((latency, server))
+        });
+        let (latency, server) = match measured {
+            Ok(m) => m,
+            Err(e) => {
+                self.progress.skip(steps - 1);
+                self.out.push(not_ok_transport(
+                    "round_trip",
+                    transport,
+                    size,
+                    name,
+                    MeasurementStatus::Failed,
+                    format!("{e:#}"),
+                ));
+                return;
+            }
+        };
+        let mut closed = base.clone();
+        closed.insert("load".into(), "closed".into());
+        closed.insert("in_flight".into(), "1".into());
+        let floor = self.floor_for(transport, size, placement);
+        self.push("round_trip", Unit::Seconds, closed.clone(), &latency.recorder, floor.clone());
+        let calls = latency.recorder.len() as f64;
+        self.per_request(&closed, "client", &latency.client, calls);
+        self.per_request(&closed, "server", &server, calls);
+
+        // Open loop at half the closed-loop rate: how latency looks under a steady arrival rate.
+        self.progress.step(&format!("{label}: open loop"));
+        let mean = latency.recorder.stats().map(|s| s.mean).unwrap_or(1.0);
+        let rate = 0.5 / mean;
+        let open = on_cpu(placement.client_cpu(), || {
+            let mut client = factory.client()?;
+            harness::open_loop(client.as_mut(), rate, self.budget)
+        });
+        let mut open_params = base.clone();
+        open_params.insert("load".into(), "open".into());
+        open_params.insert("rate_rps".into(), format!("{rate:.1}"));
+        match open {
+            Ok(r) => self.push("round_trip", Unit::Seconds, open_params, &r, floor),
+            Err(e) => self.out.push(failed("round_trip", Unit::Seconds, open_params, format!("{e:#}"))),
+        }
+
+        if throughput_here {
+            for in_flight in IN_FLIGHT {
+                self.progress.step(&format!("{label}: throughput, {in_flight} in flight"));
+                let mut p = base.clone();
+                p.insert("in_flight".into(), in_flight.to_string());
+                let factory = match Factory::new(transport, peer, size, in_flight) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.out.push(failed("throughput", Unit::RequestsPerSecond, p, format!("{e:#}")));
+                        continue;
+                    }
+                };
+                let make = || -> anyhow::Result<Box<dyn Client>> { factory.client() };
+                let before = peer.usage();
+                match harness::throughput(&make, in_flight, self.budget, placement.client_cpu()) {
+                    Ok((rps, calls, client)) => {
+                        self.out.push(ok("throughput", Unit::RequestsPerSecond, p.clone(), Some(single(rps)), None));
+                        if let (Ok(before), Ok(after)) = (before, peer.usage()) {
+                            self.per_request(&p, "client", &client, calls as f64);
+                            self.per_request(&p, "server", &after.since(&before), calls as f64);
+                        }
+                    }
+                    Err(e) => self.out.push(failed("throughput", Unit::RequestsPerSecond, p, format!("{e:#}"))),
+                }
+            }
+        }
+    }
+
+    /// CPU seconds and context switches per request of one end.
+    fn per_request(&mut self, base: &BTreeMap<String, String>, side: &str, usage: &Usage, calls: f64) {
+        if calls <= 0.0 {
+            return;
+        }
+        let mut p = base.clone();
+        p.insert("side".into(), side.into());
+        self.out.push(ok("cpu_per_request", Unit::Seconds, p.clone(), Some(single(usage.cpu_s() / calls)), None));
+        for (kind, n) in [("voluntary", usage.voluntary_switches), ("involuntary", usage.involuntary_switches)] {
+            let mut p = p.clone();
+            p.insert("switches".into(), kind.into());
+            self.out.push(ok("context_switches_per_request", Unit::Count, p, Some(single(n as f64 / calls)), None));
+        }
+    }
+}
+
+/// Throughput is measured at one placement: across cores (the usual deployment), or across
+/// nodes, or on the only core there is.
+fn placement_for_throughput(placement: Placement) -> bool {
+    match placement {
+        Placement::DifferentCores(..) | Placement::CrossNode => true,
+        Placement::SameCore(_) => allowed_cpus().len() < 2,
+    }
+}
+
+fn label(transport: Transport) -> String {
+    match transport.wait() {
+        Some(wait) => format!("{} ({})", transport.as_str(), wait.as_str()),
+        None => transport.as_str().to_string(),
+    }
+}
+
+/// Runs `f` on a thread pinned to `cpu` (or unpinned), so pinning never leaks to the caller.
+fn on_cpu<T: Send>(cpu: Option<usize>, f: impl FnOnce() -> anyhow::Result<T> + Send) -> anyhow::Result<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                if let Some(cpu) = cpu {
+                    crate::transport::pin_thread(cpu)?;
+                }
+                f()
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("measuring thread panicked"))?
+    })
+}
+
+fn params(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+fn transport_params(transport: Transport, size: usize, placement: &str) -> BTreeMap<String, String> {
+    let mut p = params(&[
+        ("transport", transport.as_str().to_string()),
+        ("payload_bytes", size.to_string()),
+        ("placement", placement.to_string()),
+    ]);
+    if let Some(wait) = transport.wait() {
+        p.insert("wait".into(), wait.as_str().into());
+    }
+    p
+}
+
+/// A figure that is one number (a count, a ratio of totals), as statistics of one sample.
+fn single(value: f64) -> Stats {
+    Stats {
+        samples: 1,
+        mean: value,
+        p50: value,
+        p90: value,
+        p99: value,
+        p999: value,
+        ci95_low: value,
+        ci95_high: value,
+    }
+}
+
+fn ok(
+    case: &str,
+    unit: Unit,
+    parameters: BTreeMap<String, String>,
+    stats: Option<Stats>,
+    floor: Option<Floor>,
+) -> Measurement {
+    let status = if stats.is_some() { MeasurementStatus::Ok } else { MeasurementStatus::Failed };
+    Measurement {
+        suite: Suite::Transport,
+        case: case.into(),
+        parameters,
+        unit,
+        status,
+        reason: stats.is_none().then(|| "no samples".to_string()),
+        stats,
+        floor,
+    }
+}
+
+fn failed(case: &str, unit: Unit, parameters: BTreeMap<String, String>, reason: String) -> Measurement {
+    Measurement {
+        suite: Suite::Transport,
+        case: case.into(),
+        parameters,
+        unit,
+        status: MeasurementStatus::Failed,
+        reason: Some(reason),
+        stats: None,
+        floor: None,
+    }
+}
+
+fn not_ok(case: &str, size: usize, placement: &str, status: MeasurementStatus, reason: String) -> Measurement {
+    let p = params(&[("payload_bytes", size.to_string()), ("placement", placement.to_string())]);
+    Measurement { status, ..failed(case, Unit::Seconds, p, reason) }
+}
+
+fn not_ok_transport(
+    case: &str,
+    transport: Transport,
+    size: usize,
+    placement: &str,
+    status: MeasurementStatus,
+    reason: String,
+) -> Measurement {
+    Measurement { status, ..failed(case, Unit::Seconds, transport_params(transport, size, placement), reason) }
+}
+
+/// A progress bar on a terminal, a line per tenth of the work otherwise.
+struct Progress {
+    total: usize,
+    done: usize,
+    started: Instant,
+    tty: bool,
+    last_tenth: usize,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        Progress { total, done: 0, started: Instant::now(), tty: std::io::stderr().is_terminal(), last_tenth: 0 }
+    }
+
+    fn step(&mut self, what: &str) {
+        self.done = (self.done + 1).min(self.total);
+        let width = 30;
+        let filled = self.done * width / self.total.max(1);
+        let line = format!(
+            "transport [{}{}] {:>3}/{} {:>5.1}s {what}",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            self.done,
+            self.total,
+            self.started.elapsed().as_secs_f64()
+        );
+        if self.tty {
+            eprint!("\r\x1b[2K{line}");
+        } else {
+            let tenth = self.done * 10 / self.total.max(1);
+            if tenth > self.last_tenth || self.done == 1 {
+                self.last_tenth = tenth;
+                eprintln!("{line}");
+            }
+        }
+    }
+
+    fn skip(&mut self, steps: usize) {
+        for _ in 0..steps {
+            self.step("skipped");
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.tty {
+            eprintln!();
+        }
+        eprintln!("transport: done in {:.1}s", self.started.elapsed().as_secs_f64());
+    }
+}
