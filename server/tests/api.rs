@@ -9,14 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 async fn post_json(app: &TestApp, token: Option<&str>, body: String) -> (StatusCode, Value) {
-    let mut request = app.http.post(app.url("/api/v1/runs")).header("content-type", "application/json").body(body);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.expect("send");
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    common::post(app, token, "/api/v1/runs", body).await
 }
 
 async fn grpc(

@@ -3,21 +3,10 @@
 
 mod common;
 
-use common::{TestApp, spawn, sqlite};
+use common::{post, spawn, sqlite};
 use headroom_server::auth::Role;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-async fn post(app: &TestApp, token: Option<&str>, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
-    let mut request = app.http.post(app.url(path)).header("content-type", "application/json").body(body);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.expect("send");
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
 
 /// Every number in a response is a number (no `null` standing in for NaN) where the schema
 /// says number.

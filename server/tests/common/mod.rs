@@ -219,3 +219,20 @@ pub fn sample_run(hostname: &str) -> RunUpload {
         ],
     }
 }
+
+/// POSTs `body` as JSON to `path`; the answer as JSON (or as a JSON string when it is not JSON).
+pub async fn post(
+    app: &TestApp,
+    token: Option<&str>,
+    path: &str,
+    body: impl Into<reqwest::Body>,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let mut request = app.http.post(app.url(path)).header("content-type", "application/json").body(body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("send");
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+}
