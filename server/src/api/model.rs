@@ -219,7 +219,7 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
         (
             "/api/v1/model/break-even",
             json(BreakEvenInput {
-                extra_training_cost_usd: Usd(3_000.0),
+                extra_training_cost_usd: Usd(2_000.0),
                 retrains_per_month: PerMonth(1.0),
                 requests_per_month: PerMonth(100_000_000.0),
                 baseline_serving_cost_per_request_usd: Usd(0.0001),
