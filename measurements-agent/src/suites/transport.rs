@@ -96,9 +96,7 @@ impl Benchmark for TransportSuite {
             })
             .collect::<anyhow::Result<_>>()?;
         let mut run = Runner::new(&sizes, &placements, total);
-        // Run on a thread of its own: clients pin the threads they run on, and the async
-        // clients start runtimes of their own.
-        std::thread::scope(|scope| scope.spawn(|| run.all(&peers, &sizes)).join().expect("transport suite panicked"))?;
+        run.all(&peers, &sizes);
         run.progress.finish();
         progress(&format!("transport: {} figures", run.out.len()));
         Ok(run.out)
@@ -129,7 +127,9 @@ impl Runner {
         }
     }
 
-    fn all(&mut self, peers: &[(Placement, Peer)], sizes: &[usize]) -> anyhow::Result<()> {
+    /// Everything that pins a thread does so on a thread of its own (`on_cpu` and the
+    /// harness's workers), so this thread stays as the caller had it.
+    fn all(&mut self, peers: &[(Placement, Peer)], sizes: &[usize]) {
         let overhead = harness::timer_overhead();
         self.push("timer_overhead", Unit::Seconds, params(&[]), &overhead, None);
         for &size in sizes {
@@ -149,7 +149,6 @@ impl Runner {
                 }
             }
         }
-        Ok(())
     }
 
     fn push(
@@ -160,7 +159,7 @@ impl Runner {
         r: &Recorder,
         floor: Option<Floor>,
     ) {
-        self.out.push(ok(case, unit, parameters, r.stats(), floor));
+        self.out.push(figure(case, unit, parameters, r.stats(), floor));
     }
 
     fn floor(&mut self, name: &'static str, size: usize, placement: &'static str, r: &Recorder) {
@@ -201,36 +200,37 @@ impl Runner {
             let r = harness::futex_ping_pong((a, b), self.budget);
             self.floor("futex_ping_pong", size, name, &r);
         }
-        {
-            let response = FRAME_HEADER + wire::batch_for(size) * CLASSES * 4;
-            let request = FRAME_HEADER + size;
-            self.progress.step(&format!("TCP exchange {}, {name}", model::format::bytes(size as f64)));
-            let addr = peer.exchange_addr();
-            match on_cpu(placement.client_cpu(), || {
-                let mut c = Exchange::tcp(addr, request, response)?;
-                harness::closed_loop(&mut c, self.budget)
-            }) {
-                Ok(l) => self.floor("tcp_exchange", size, name, &l.recorder),
-                Err(e) => {
-                    self.out.push(not_ok("floor_tcp_exchange", size, name, MeasurementStatus::Failed, format!("{e:#}")))
-                }
-            }
-            self.progress.step(&format!("Unix-socket exchange {}, {name}", model::format::bytes(size as f64)));
-            if peer.local {
-                let path = peer.info.uds_exchange_path.clone();
-                match on_cpu(placement.client_cpu(), || {
-                    let mut c = Exchange::unix(&path, request, response)?;
-                    harness::closed_loop(&mut c, self.budget)
-                }) {
-                    Ok(l) => self.floor("uds_exchange", size, name, &l.recorder),
-                    Err(e) => self.out.push(not_ok(
-                        "floor_uds_exchange",
-                        size,
-                        name,
-                        MeasurementStatus::Failed,
-                        format!("{e:#}"),
-                    )),
-                }
+        let response = FRAME_HEADER + wire::batch_for(size) * CLASSES * 4;
+        let request = FRAME_HEADER + size;
+        let addr = peer.exchange_addr();
+        self.exchange_floor("tcp_exchange", "TCP", placement, size, || Exchange::tcp(addr, request, response));
+        if peer.local {
+            let path = &peer.info.uds_exchange_path;
+            self.exchange_floor("uds_exchange", "Unix-socket", placement, size, || {
+                Exchange::unix(path, request, response)
+            });
+        } else {
+            self.progress.skip(1);
+        }
+    }
+
+    /// A raw exchange of the payload's bytes, timed like a transport's round trip.
+    fn exchange_floor<C: Client>(
+        &mut self,
+        name: &'static str,
+        label: &str,
+        placement: Placement,
+        size: usize,
+        connect: impl FnOnce() -> anyhow::Result<C> + Send,
+    ) {
+        let at = placement.as_str();
+        self.progress.step(&format!("{label} exchange {}, {at}", model::format::bytes(size as f64)));
+        let budget = self.budget;
+        match on_cpu(placement.client_cpu(), || harness::closed_loop(&mut connect()?, budget)) {
+            Ok(latency) => self.floor(name, size, at, &latency.recorder),
+            Err(e) => {
+                let p = params(&[("payload_bytes", size.to_string()), ("placement", at.to_string())]);
+                self.out.push(failed(&format!("floor_{name}"), Unit::Seconds, p, format!("{e:#}")));
             }
         }
     }
@@ -251,9 +251,14 @@ impl Runner {
         let label = format!("{} {} {}", label(transport), model::format::bytes(size as f64), name);
         let throughput_here = placement_for_throughput(placement);
         let steps = 2 + if throughput_here { IN_FLIGHT.len() } else { 0 };
+        let base = transport_params(transport, size, name);
+        let not_run = |status, reason: String| Measurement {
+            status,
+            ..failed("round_trip", Unit::Seconds, base.clone(), reason)
+        };
         if let Some(reason) = transport.not_applicable(peer) {
             self.progress.skip(steps);
-            self.out.push(not_ok_transport("round_trip", transport, size, name, MeasurementStatus::Skipped, reason));
+            self.out.push(not_run(MeasurementStatus::Skipped, reason));
             return;
         }
         // One slot: idle busy-polling slots would compete with the measured one for the core.
@@ -261,20 +266,12 @@ impl Runner {
             Ok(f) => f,
             Err(e) => {
                 self.progress.skip(steps);
-                self.out.push(not_ok_transport(
-                    "round_trip",
-                    transport,
-                    size,
-                    name,
-                    MeasurementStatus::Skipped,
-                    format!("{e:#}"),
-                ));
+                self.out.push(not_run(MeasurementStatus::Skipped, format!("{e:#}")));
                 return;
             }
         };
-        let base = transport_params(transport, size, name);
         let bytes = crate::transport::clients::wire_bytes(transport, &factory.tensor);
-        self.out.push(ok("wire_bytes", Unit::Bytes, base.clone(), Some(single(bytes as f64)), None));
+        self.out.push(figure("wire_bytes", Unit::Bytes, base.clone(), Some(single(bytes as f64)), None));
 
         self.progress.step(&format!("{label}: latency"));
         let measured = on_cpu(placement.client_cpu(), || {
@@ -288,14 +285,7 @@ impl Runner {
             Ok(m) => m,
             Err(e) => {
                 self.progress.skip(steps - 1);
-                self.out.push(not_ok_transport(
-                    "round_trip",
-                    transport,
-                    size,
-                    name,
-                    MeasurementStatus::Failed,
-                    format!("{e:#}"),
-                ));
+                self.out.push(not_run(MeasurementStatus::Failed, format!("{e:#}")));
                 return;
             }
         };
@@ -340,7 +330,13 @@ impl Runner {
                 let before = peer.usage();
                 match harness::throughput(&make, in_flight, self.budget, placement.client_cpu()) {
                     Ok((rps, calls, client)) => {
-                        self.out.push(ok("throughput", Unit::RequestsPerSecond, p.clone(), Some(single(rps)), None));
+                        self.out.push(figure(
+                            "throughput",
+                            Unit::RequestsPerSecond,
+                            p.clone(),
+                            Some(single(rps)),
+                            None,
+                        ));
                         if let (Ok(before), Ok(after)) = (before, peer.usage()) {
                             self.per_request(&p, "client", &client, calls as f64);
                             self.per_request(&p, "server", &after.since(&before), calls as f64);
@@ -359,11 +355,11 @@ impl Runner {
         }
         let mut p = base.clone();
         p.insert("side".into(), side.into());
-        self.out.push(ok("cpu_per_request", Unit::Seconds, p.clone(), Some(single(usage.cpu_s() / calls)), None));
+        self.out.push(figure("cpu_per_request", Unit::Seconds, p.clone(), Some(single(usage.cpu_s() / calls)), None));
         for (kind, n) in [("voluntary", usage.voluntary_switches), ("involuntary", usage.involuntary_switches)] {
             let mut p = p.clone();
             p.insert("switches".into(), kind.into());
-            self.out.push(ok("context_switches_per_request", Unit::Count, p, Some(single(n as f64 / calls)), None));
+            self.out.push(figure("context_switches_per_request", Unit::Count, p, Some(single(n as f64 / calls)), None));
         }
     }
 }
@@ -429,7 +425,8 @@ fn single(value: f64) -> Stats {
     }
 }
 
-fn ok(
+/// A measured figure; failed when the harness took no sample.
+fn figure(
     case: &str,
     unit: Unit,
     parameters: BTreeMap<String, String>,
@@ -460,22 +457,6 @@ fn failed(case: &str, unit: Unit, parameters: BTreeMap<String, String>, reason: 
         stats: None,
         floor: None,
     }
-}
-
-fn not_ok(case: &str, size: usize, placement: &str, status: MeasurementStatus, reason: String) -> Measurement {
-    let p = params(&[("payload_bytes", size.to_string()), ("placement", placement.to_string())]);
-    Measurement { status, ..failed(case, Unit::Seconds, p, reason) }
-}
-
-fn not_ok_transport(
-    case: &str,
-    transport: Transport,
-    size: usize,
-    placement: &str,
-    status: MeasurementStatus,
-    reason: String,
-) -> Measurement {
-    Measurement { status, ..failed(case, Unit::Seconds, transport_params(transport, size, placement), reason) }
 }
 
 /// A progress bar on a terminal, a line per tenth of the work otherwise.

@@ -167,7 +167,7 @@ pub fn throughput(
     let stop = AtomicBool::new(false);
     let count = AtomicU64::new(0);
     let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let (elapsed, usage) = std::thread::scope(|scope| {
+    let (elapsed, usage, done) = std::thread::scope(|scope| {
         for _ in 0..in_flight {
             scope.spawn(|| {
                 if let Some(cpu) = pin {
@@ -203,39 +203,26 @@ pub fn throughput(
         let done = count.load(Ordering::Relaxed);
         let elapsed = start.elapsed();
         stop.store(true, Ordering::Relaxed);
-        (elapsed, (Usage::now().since(&usage), done))
+        (elapsed, Usage::now().since(&usage), done)
     });
     if let Some(e) = failure.into_inner().expect("lock") {
         return Err(e);
     }
-    let (usage, done) = usage;
     Ok((done as f64 / elapsed.as_secs_f64(), done, usage))
 }
 
 /// Thread CPU seconds per call of `f`, over batches of calls lasting about 2 ms each.
 pub fn cpu_per_call(mut f: impl FnMut() -> usize, budget: Duration) -> Recorder {
-    let thread_cpu = || {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-    };
-    black_box(f());
-    let calibrate = Instant::now();
-    black_box(f());
-    let once = calibrate.elapsed().as_secs_f64().max(1e-9);
-    let per_batch = ((2e-3 / once) as u64).clamp(1, 1_000_000);
-    let mut recorder = Recorder::default();
-    let deadline = Instant::now() + budget;
-    while recorder.len() < 3 || (Instant::now() < deadline && !recorder.converged()) {
-        let start = thread_cpu();
-        for _ in 0..per_batch {
+    per_call(
+        || {
             black_box(f());
-        }
-        recorder.record((thread_cpu() - start) / per_batch as f64);
-        if recorder.len() >= 200 {
-            break;
-        }
-    }
-    recorder
+        },
+        budget,
+        || {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+            t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+        },
+    )
 }
 
 /// Round trips of an atomic bounced between two threads that spin: the cost of moving a cache
@@ -354,7 +341,7 @@ pub fn futex_ping_pong(cpus: (usize, usize), budget: Duration) -> Recorder {
 pub fn memcpy(bytes: usize, budget: Duration) -> Recorder {
     let src = vec![1u8; bytes];
     let mut dst = vec![0u8; bytes];
-    cpu_wall(
+    wall_per_call(
         || {
             dst.copy_from_slice(black_box(&src));
             black_box(&mut dst);
@@ -364,7 +351,14 @@ pub fn memcpy(bytes: usize, budget: Duration) -> Recorder {
 }
 
 /// Wall seconds per call of `f`, over batches of about 2 ms.
-fn cpu_wall(mut f: impl FnMut(), budget: Duration) -> Recorder {
+fn wall_per_call(f: impl FnMut(), budget: Duration) -> Recorder {
+    let start = Instant::now();
+    per_call(f, budget, move || start.elapsed().as_secs_f64())
+}
+
+/// Seconds of `clock` per call of `f`, over batches of calls lasting about 2 ms each (so the
+/// clock's resolution does not matter), until the mean settles or the budget is spent.
+fn per_call(mut f: impl FnMut(), budget: Duration, clock: impl Fn() -> f64) -> Recorder {
     f();
     let calibrate = Instant::now();
     f();
@@ -372,11 +366,11 @@ fn cpu_wall(mut f: impl FnMut(), budget: Duration) -> Recorder {
     let mut recorder = Recorder::default();
     let deadline = Instant::now() + budget;
     while recorder.len() < 3 || (Instant::now() < deadline && !recorder.converged()) {
-        let start = Instant::now();
+        let start = clock();
         for _ in 0..per_batch {
             f();
         }
-        recorder.record(start.elapsed().as_secs_f64() / per_batch as f64);
+        recorder.record((clock() - start) / per_batch as f64);
         if recorder.len() >= 200 {
             break;
         }
@@ -386,7 +380,7 @@ fn cpu_wall(mut f: impl FnMut(), budget: Duration) -> Recorder {
 
 /// What reading the clock twice costs, which every latency sample includes.
 pub fn timer_overhead() -> Recorder {
-    cpu_wall(
+    wall_per_call(
         || {
             let a = Instant::now();
             black_box(Instant::now() - a);

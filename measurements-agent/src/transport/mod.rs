@@ -84,7 +84,7 @@ impl Peer {
     }
 
     fn connect_with(addr: SocketAddr, local: bool) -> anyhow::Result<Peer> {
-        let control = Control::new(addr)?;
+        let control = Control { addr };
         let info: PeerInfo = control.get("/v1/info").with_context(|| {
             format!("cannot reach the transport peer at {addr}: is `measurements-agent serve --listen {addr}` running there?")
         })?;
@@ -120,10 +120,6 @@ struct Control {
 }
 
 impl Control {
-    fn new(addr: SocketAddr) -> anyhow::Result<Control> {
-        Ok(Control { addr })
-    }
-
     fn request(&self, method: &str, path: &str, body: &[u8]) -> anyhow::Result<Vec<u8>> {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;

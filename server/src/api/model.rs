@@ -25,18 +25,6 @@ use crate::json;
 /// Bodies beyond this are refused; a right-sizing catalog of thousands of rows fits easily.
 pub const MAX_MODEL_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/model/amortization", post(amortization))
-        .route("/api/v1/model/break-even", post(break_even))
-        .route("/api/v1/model/replicas", post(replicas))
-        .route("/api/v1/model/right-size", post(right_size))
-        .route("/api/v1/model/memory-fit", post(memory_fit))
-        .route("/api/v1/model/transport", post(transport))
-        .route("/api/v1/model/uncertainty", post(uncertainty))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_MODEL_BODY_BYTES))
-}
-
 /// Authenticates, parses, computes off the async threads (Monte Carlo and right-sizing take
 /// milliseconds), and refuses to answer with a number that is not finite.
 async fn compute<I, O>(
@@ -89,81 +77,67 @@ pub fn non_finite<T: Serialize>(value: &T) -> Option<String> {
     }
 }
 
-macro_rules! endpoint {
-    ($name:ident, $path:literal, $input:ty, $output:ty, $function:path, $doc:literal) => {
-        #[doc = $doc]
-        #[utoipa::path(post, path = $path, tag = "model", request_body = $input,
-            security(("bearer" = [])),
-            responses((status = 200, body = $output), (status = 400, description = "malformed JSON"),
-                (status = 401, description = "not signed in"), (status = 403, description = "role below planner"),
-                (status = 415, description = "not application/json"),
-                (status = 422, description = "an input is impossible or meaningless; `field` names it")))]
-        pub async fn $name(
-            caller: Caller,
-            headers: HeaderMap,
-            body: Result<Bytes, BytesRejection>,
-        ) -> Result<Json<$output>, ApiError> {
-            compute::<$input, $output>(caller, headers, body, $function).await
+/// Every endpoint once: its handler, its route, and the answer to its documented example all
+/// come from this table.
+macro_rules! endpoints {
+    ($($name:ident, $path:literal, $input:ty, $output:ty, $function:path, $doc:literal;)+) => {
+        $(
+            #[doc = $doc]
+            #[utoipa::path(post, path = $path, tag = "model", request_body = $input,
+                security(("bearer" = [])),
+                responses((status = 200, body = $output), (status = 400, description = "malformed JSON"),
+                    (status = 401, description = "not signed in"), (status = 403, description = "role below planner"),
+                    (status = 415, description = "not application/json"),
+                    (status = 422, description = "an input is impossible or meaningless; `field` names it")))]
+            pub async fn $name(
+                caller: Caller,
+                headers: HeaderMap,
+                body: Result<Bytes, BytesRejection>,
+            ) -> Result<Json<$output>, ApiError> {
+                compute::<$input, $output>(caller, headers, body, $function).await
+            }
+        )+
+
+        pub fn router() -> Router<AppState> {
+            Router::new()
+                $(.route($path, post($name)))+
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_MODEL_BODY_BYTES))
+        }
+
+        /// The response the model gives for an example request, for the OpenAPI document.
+        pub fn example_response(path: &str, request: &serde_json::Value) -> Option<serde_json::Value> {
+            match path {
+                $($path => answer(request, $function),)+
+                _ => None,
+            }
         }
     };
 }
 
-endpoint!(
-    amortization,
-    "/api/v1/model/amortization",
-    AmortizationInput,
-    Amortization,
-    model::cost::amortize,
-    "Training amortized over the requests it serves, plus serving: cost per request and monthly spend."
-);
-endpoint!(
-    break_even,
-    "/api/v1/model/break-even",
-    BreakEvenInput,
-    BreakEven,
-    model::cost::break_even,
-    "Whether paying more at every retrain (distillation, QAT) to serve cheaper pays back, and when."
-);
-endpoint!(
-    replicas,
-    "/api/v1/model/replicas",
-    ReplicaInput,
-    ReplicaPlan,
-    model::queue::size_replicas,
-    "The fewest replicas that meet a latency SLO at a quantile (M/M/c exact, M/G/c approximation)."
-);
-endpoint!(
-    right_size,
-    "/api/v1/model/right-size",
-    RightSizeInput,
-    RightSizing,
-    model::rightsize::right_size,
-    "The cheapest instance type × precision × batch × replicas that meets the SLO, memory and accuracy limits, the Pareto front of cost vs latency, and why the rest failed."
-);
-endpoint!(
-    memory_fit,
-    "/api/v1/model/memory-fit",
-    MemoryInput,
-    MemoryFit,
-    model::memory::memory_fit,
-    "Weights, activations, KV cache and headroom against device memory; the largest batch that fits."
-);
-endpoint!(
-    transport,
-    "/api/v1/model/transport",
-    TransportInput,
-    TransportAdvice,
-    model::transport::advise_transport,
-    "Cores and monthly core cost of each measured transport at a request rate; the recommendation and why."
-);
-endpoint!(
-    uncertainty,
-    "/api/v1/model/uncertainty",
-    UncertaintyInput,
-    Uncertainty,
-    model::uncertainty::simulate,
-    "Monte Carlo over input ranges: P10/P50/P90 of cost per request and monthly cost, break-even probability, tornado table."
-);
+fn answer<I: DeserializeOwned, O: Serialize>(
+    request: &serde_json::Value,
+    f: fn(&I) -> Result<O, ModelError>,
+) -> Option<serde_json::Value> {
+    let input: I = serde_json::from_value(request.clone()).ok()?;
+    serde_json::to_value(f(&input).ok()?).ok()
+}
+
+endpoints! {
+    amortization, "/api/v1/model/amortization", AmortizationInput, Amortization, model::cost::amortize,
+        "Training amortized over the requests it serves, plus serving: cost per request and monthly spend.";
+    break_even, "/api/v1/model/break-even", BreakEvenInput, BreakEven, model::cost::break_even,
+        "Whether paying more at every retrain (distillation, QAT) to serve cheaper pays back, and when.";
+    replicas, "/api/v1/model/replicas", ReplicaInput, ReplicaPlan, model::queue::size_replicas,
+        "The fewest replicas that meet a latency SLO at a quantile (M/M/c exact, M/G/c approximation).";
+    right_size, "/api/v1/model/right-size", RightSizeInput, RightSizing, model::rightsize::right_size,
+        "The cheapest instance type × precision × batch × replicas that meets the SLO, memory and accuracy limits, the Pareto front of cost vs latency, and why the rest failed.";
+    memory_fit, "/api/v1/model/memory-fit", MemoryInput, MemoryFit, model::memory::memory_fit,
+        "Weights, activations, KV cache and headroom against device memory; the largest batch that fits.";
+    transport, "/api/v1/model/transport", TransportInput, TransportAdvice, model::transport::advise_transport,
+        "Cores and monthly core cost of each measured transport at a request rate; the recommendation and why.";
+    uncertainty, "/api/v1/model/uncertainty", UncertaintyInput, Uncertainty, model::uncertainty::simulate,
+        "Monte Carlo over input ranges: P10/P50/P90 of cost per request and monthly cost, break-even probability, tornado table.";
+}
 
 /// One example request per endpoint, used by the OpenAPI document (with the response the model
 /// gives for it) and by the API tests.
@@ -295,26 +269,5 @@ fn measured(transport: &str, cpu: f64, p99: f64, across: bool) -> TransportMeasu
         latency_p99_s: Seconds(p99),
         works_across_nodes: across,
         measured_placement: Some("different_cores".into()),
-    }
-}
-
-/// The response the model gives for an example request, for the OpenAPI document.
-pub fn example_response(path: &str, request: &serde_json::Value) -> Option<serde_json::Value> {
-    fn run<I: DeserializeOwned, O: Serialize>(
-        request: &serde_json::Value,
-        f: fn(&I) -> Result<O, ModelError>,
-    ) -> Option<serde_json::Value> {
-        let input: I = serde_json::from_value(request.clone()).ok()?;
-        serde_json::to_value(f(&input).ok()?).ok()
-    }
-    match path {
-        "/api/v1/model/amortization" => run(request, model::cost::amortize),
-        "/api/v1/model/break-even" => run(request, model::cost::break_even),
-        "/api/v1/model/replicas" => run(request, model::queue::size_replicas),
-        "/api/v1/model/right-size" => run(request, model::rightsize::right_size),
-        "/api/v1/model/memory-fit" => run(request, model::memory::memory_fit),
-        "/api/v1/model/transport" => run(request, model::transport::advise_transport),
-        "/api/v1/model/uncertainty" => run(request, model::uncertainty::simulate),
-        _ => None,
     }
 }
