@@ -29,7 +29,8 @@ def main(path):
     rows = []
     for m in ms:
         p = m["parameters"]
-        if m["case"] != "round_trip" or p.get("load") != "closed":
+        # Skipped and failed transports carry no load parameter: they never ran.
+        if m["case"] != "round_trip" or p.get("load", "closed") != "closed":
             continue
         if m["status"] != "ok":
             rows.append((p["transport"], p.get("wait", ""), int(p["payload_bytes"]), p["placement"], None, m["reason"]))
@@ -37,7 +38,7 @@ def main(path):
         rows.append((p["transport"], p.get("wait", ""), int(p["payload_bytes"]), p["placement"], m, None))
     for transport, wait, size, placement, m, reason in sorted(rows, key=lambda r: (r[3], r[2], r[0], r[1])):
         if m is None:
-            print(f"{transport:24} {wait:9} {size:>8} {placement:16} {m['status'] if m else 'skipped':>13}  {reason}")
+            print(f"{transport:24} {wait:9} {size:>8} {placement:16} {'not run':>13}  {reason}")
             continue
         s = m["stats"]
         floor = m.get("floor") or {}
