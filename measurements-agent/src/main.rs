@@ -2,6 +2,7 @@
 //! a local spool, and uploads it to the server.
 
 mod inventory;
+mod quant;
 mod spool;
 mod stats;
 mod suites;
@@ -50,7 +51,7 @@ struct ServerArgs {
 enum Command {
     /// Run suites (default: every available one), spool the run, then upload the spool.
     Run {
-        /// Suites to run: system, transport (default: all).
+        /// Suites to run: system, transport, quant (default: all).
         #[arg(value_parser = parse_suite)]
         suites: Vec<Suite>,
         /// Fewer samples and sizes: a smoke test, not a basis for decisions.

@@ -6,6 +6,7 @@ pub mod checks;
 pub mod cost;
 pub mod format;
 pub mod memory;
+pub mod quant;
 pub mod queue;
 pub mod rightsize;
 pub mod rng;

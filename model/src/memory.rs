@@ -45,6 +45,11 @@ impl Precision {
             Precision::Int4 => "int4",
         }
     }
+
+    /// The precision named by [`Precision::as_str`].
+    pub fn parse(text: &str) -> Option<Precision> {
+        Precision::ALL.into_iter().find(|p| p.as_str() == text)
+    }
 }
 
 /// The attention cache of a transformer; all zero for models without one.

@@ -1,10 +1,13 @@
 //! Benchmark suites behind one small trait. A case that cannot run is recorded as skipped or
 //! failed with its reason; the other cases and suites still run.
 
+pub mod quant;
 pub mod system;
 pub mod transport;
 
-use model::{Measurement, Suite};
+use std::collections::BTreeMap;
+
+use model::{Measurement, MeasurementStatus, Stats, Suite, Unit};
 
 /// How thoroughly to measure.
 #[derive(Debug, Clone, Copy)]
@@ -33,13 +36,14 @@ pub struct Options {
 
 /// The suites this agent can run, by name.
 pub fn available() -> Vec<Suite> {
-    vec![Suite::System, Suite::Transport]
+    vec![Suite::System, Suite::Transport, Suite::Quant]
 }
 
 /// The implementation of `suite`, or why there is none in this build.
 pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, String> {
     match suite {
         Suite::System => Ok(Box::new(system::System)),
+        Suite::Quant => Ok(Box::new(quant::QuantSuite)),
         Suite::Transport => {
             Ok(Box::new(transport::TransportSuite { peer: options.peer.clone(), sizes: options.sizes.clone() }))
         }
@@ -47,5 +51,40 @@ pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, 
             "suite '{other}' is not in this version of the agent; available: {}",
             available().iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
         )),
+    }
+}
+
+/// A figure that is one number (a count, a ratio of totals), as statistics of one sample.
+pub fn single(value: f64) -> Stats {
+    Stats {
+        samples: 1,
+        mean: value,
+        p50: value,
+        p90: value,
+        p99: value,
+        p999: value,
+        ci95_low: value,
+        ci95_high: value,
+    }
+}
+
+/// A measured figure; failed when the harness took no sample.
+pub fn figure(
+    suite: Suite,
+    case: &str,
+    unit: Unit,
+    parameters: BTreeMap<String, String>,
+    stats: Option<Stats>,
+) -> Measurement {
+    let status = if stats.is_some() { MeasurementStatus::Ok } else { MeasurementStatus::Failed };
+    Measurement {
+        suite,
+        case: case.into(),
+        parameters,
+        unit,
+        status,
+        reason: stats.is_none().then(|| "no samples".to_string()),
+        stats,
+        floor: None,
     }
 }

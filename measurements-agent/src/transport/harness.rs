@@ -351,7 +351,7 @@ pub fn memcpy(bytes: usize, budget: Duration) -> Recorder {
 }
 
 /// Wall seconds per call of `f`, over batches of about 2 ms.
-fn wall_per_call(f: impl FnMut(), budget: Duration) -> Recorder {
+pub fn wall_per_call(f: impl FnMut(), budget: Duration) -> Recorder {
     let start = Instant::now();
     per_call(f, budget, move || start.elapsed().as_secs_f64())
 }

@@ -1,0 +1,4 @@
+//! The quantization suite's parts: kernels per precision and the small real model.
+
+pub mod kernels;
+pub mod mlp;
