@@ -92,15 +92,16 @@ pub struct Latency {
     pub client: Usage,
 }
 
-/// Warm-up (a tenth of the budget, at most 200 calls), then calls one at a time until the
+/// Warm-up (a tenth of the budget, at least 3 calls), then calls one at a time until the
 /// mean's interval is narrow or the budget is spent.
 pub fn closed_loop(client: &mut dyn Client, budget: Duration) -> anyhow::Result<Latency> {
+    // Warm-up by time, not by count: sub-microsecond transports need thousands of calls before
+    // both ends' caches, TLBs and clocks settle.
     let warm_until = Instant::now() + budget / 10;
-    for i in 0..200 {
+    let mut warm_calls = 0;
+    while warm_calls < 3 || Instant::now() < warm_until {
         client.call()?;
-        if i >= 2 && Instant::now() >= warm_until {
-            break;
-        }
+        warm_calls += 1;
     }
     let mut recorder = Recorder::default();
     let usage = Usage::now();
