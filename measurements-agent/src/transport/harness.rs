@@ -90,11 +90,22 @@ pub struct Latency {
     pub recorder: Recorder,
     /// This process's usage over the measured calls.
     pub client: Usage,
+    /// The far end's usage over the same calls.
+    pub server: Usage,
+}
+
+/// Reads the far end's usage; read just before and just after the measured calls, so
+/// warm-up and connection set-up are not charged to them.
+pub type PeerUsage<'a> = &'a (dyn Fn() -> anyhow::Result<Usage> + Sync);
+
+/// For a far end whose usage is not measured (the floors).
+pub fn no_usage() -> anyhow::Result<Usage> {
+    Ok(Usage::default())
 }
 
 /// Warm-up (a tenth of the budget, at least 3 calls), then calls one at a time until the
 /// mean's interval is narrow or the budget is spent.
-pub fn closed_loop(client: &mut dyn Client, budget: Duration) -> anyhow::Result<Latency> {
+pub fn closed_loop(client: &mut dyn Client, budget: Duration, peer: PeerUsage) -> anyhow::Result<Latency> {
     // Warm-up by time, not by count: sub-microsecond transports need thousands of calls before
     // both ends' caches, TLBs and clocks settle.
     let warm_until = Instant::now() + budget / 10;
@@ -104,6 +115,7 @@ pub fn closed_loop(client: &mut dyn Client, budget: Duration) -> anyhow::Result<
         warm_calls += 1;
     }
     let mut recorder = Recorder::default();
+    let server = peer()?;
     let usage = Usage::now();
     let start = Instant::now();
     let deadline = start + budget;
@@ -117,7 +129,8 @@ pub fn closed_loop(client: &mut dyn Client, budget: Duration) -> anyhow::Result<
             break;
         }
     }
-    Ok(Latency { client: Usage::now().since(&usage), recorder })
+    let client_usage = Usage::now().since(&usage);
+    Ok(Latency { client: client_usage, server: peer()?.since(&server), recorder })
 }
 
 /// Requests sent on a fixed schedule at `rate` per second for `budget`, each timed from the
@@ -163,12 +176,13 @@ pub fn throughput(
     in_flight: usize,
     budget: Duration,
     pin: Option<usize>,
-) -> anyhow::Result<(f64, u64, Usage)> {
+    peer: PeerUsage,
+) -> anyhow::Result<(f64, u64, Usage, Usage)> {
     let go = Barrier::new(in_flight + 1);
     let stop = AtomicBool::new(false);
     let count = AtomicU64::new(0);
     let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let (elapsed, usage, done) = std::thread::scope(|scope| {
+    let (elapsed, usage, server, done) = std::thread::scope(|scope| {
         for _ in 0..in_flight {
             scope.spawn(|| {
                 if let Some(cpu) = pin {
@@ -198,18 +212,21 @@ pub fn throughput(
             });
         }
         go.wait();
+        let server = peer();
         let usage = Usage::now();
         let start = Instant::now();
         std::thread::sleep(budget);
         let done = count.load(Ordering::Relaxed);
         let elapsed = start.elapsed();
+        let client = Usage::now().since(&usage);
+        let server = server.and_then(|before| Ok(peer()?.since(&before)));
         stop.store(true, Ordering::Relaxed);
-        (elapsed, Usage::now().since(&usage), done)
+        (elapsed, client, server, done)
     });
     if let Some(e) = failure.into_inner().expect("lock") {
         return Err(e);
     }
-    Ok((done as f64 / elapsed.as_secs_f64(), done, usage))
+    Ok((done as f64 / elapsed.as_secs_f64(), done, usage, server?))
 }
 
 /// Thread CPU seconds per call of `f`, over batches of calls lasting about 2 ms each.
