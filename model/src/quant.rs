@@ -83,16 +83,6 @@ mod tests {
         if let Some(b) = batch {
             parameters.insert("batch".into(), b.into());
         }
-        let s = Stats {
-            samples: 1,
-            mean: value,
-            p50: value,
-            p90: value,
-            p99: value,
-            p999: value,
-            ci95_low: value,
-            ci95_high: value,
-        };
         Measurement {
             suite: Suite::Quant,
             case: case.into(),
@@ -100,7 +90,7 @@ mod tests {
             unit: Unit::Seconds,
             status: MeasurementStatus::Ok,
             reason: None,
-            stats: Some(s),
+            stats: Some(Stats::single(value)),
             floor: None,
         }
     }

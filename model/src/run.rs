@@ -182,6 +182,22 @@ pub struct Floor {
     pub value: f64,
 }
 
+impl Stats {
+    /// A figure that is one number (a count, a ratio of totals), as statistics of one sample.
+    pub fn single(value: f64) -> Stats {
+        Stats {
+            samples: 1,
+            mean: value,
+            p50: value,
+            p90: value,
+            p99: value,
+            p999: value,
+            ci95_low: value,
+            ci95_high: value,
+        }
+    }
+}
+
 impl RunUpload {
     /// The suites this run holds, each once, in a stable order.
     pub fn suites(&self) -> Vec<Suite> {

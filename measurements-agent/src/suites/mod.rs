@@ -54,18 +54,9 @@ pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, 
     }
 }
 
-/// A figure that is one number (a count, a ratio of totals), as statistics of one sample.
+/// A figure that is one number, as statistics of one sample.
 pub fn single(value: f64) -> Stats {
-    Stats {
-        samples: 1,
-        mean: value,
-        p50: value,
-        p90: value,
-        p99: value,
-        p999: value,
-        ci95_low: value,
-        ci95_high: value,
-    }
+    Stats::single(value)
 }
 
 /// A measured figure; failed when the harness took no sample.
