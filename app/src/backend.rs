@@ -1,16 +1,37 @@
 //! What the pages need from the server, provided as context by the server at render time.
 //! The app cannot depend on the server crate (the server depends on the app), so the server
-//! implements this trait.
+//! implements this trait. Each method authenticates the caller from `headers` (session cookie
+//! or token) and checks the role the data needs.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use model::FleetView;
 
+use crate::data::{MeasuredFleet, RunView, ScenarioView, TransportRun};
+
+type Answer<T> = BoxFuture<'static, Result<T, String>>;
+
 /// The server's side of the pages' data.
 pub trait Backend: Send + Sync + 'static {
-    /// The Fleet page's data for the caller identified by `headers` (session cookie or token).
-    fn fleet(&self, headers: http::HeaderMap) -> BoxFuture<'static, Result<FleetView, String>>;
+    /// The Fleet page's data.
+    fn fleet(&self, headers: http::HeaderMap) -> Answer<FleetView>;
+    /// Nodes with a quantization run, for the planner and right-sizing.
+    fn measured_nodes(&self, headers: http::HeaderMap) -> Answer<MeasuredFleet>;
+    /// Each node's newest transport run.
+    fn transport_runs(&self, headers: http::HeaderMap) -> Answer<Vec<TransportRun>>;
+    /// One run and its node's history.
+    fn run_page(&self, headers: http::HeaderMap, run_id: String) -> Answer<RunView>;
+    /// Saves page inputs under a name.
+    fn save_scenario(
+        &self,
+        headers: http::HeaderMap,
+        kind: String,
+        name: String,
+        query: String,
+    ) -> Answer<ScenarioView>;
+    /// Saved scenarios, newest first.
+    fn scenarios(&self, headers: http::HeaderMap) -> Answer<Vec<ScenarioView>>;
 }
 
 /// The context value the server provides.

@@ -95,7 +95,7 @@ fn RunTable(runs: Vec<RunSummary>) -> impl IntoView {
                                 <td class=format!("status {}", run.status.as_str())>{run.status.as_str()}</td>
                                 <td class="num">{run.measurement_count}</td>
                                 <td>{format!("{} {}", run.agent_name, run.agent_version)}</td>
-                                <td><a href=format!("/api/v1/runs/{id}")><code>{id[..8].to_string()}</code></a></td>
+                                <td><a href=format!("/runs/{id}")><code>{id[..8].to_string()}</code></a></td>
                             </tr>
                         }
                     }).collect_view()}

@@ -1,8 +1,17 @@
 //! Headroom's pages. The server renders them (`ssr`); the browser hydrates them (`hydrate`).
+#![recursion_limit = "512"]
 
+pub mod charts;
+pub mod data;
 pub mod fleet;
+pub mod form;
 pub mod login;
 pub mod pages;
+pub mod planner;
+pub mod rightsizing;
+pub mod run_page;
+pub mod scenarios;
+pub mod transport_page;
 
 #[cfg(feature = "ssr")]
 pub mod backend;
@@ -45,9 +54,11 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login") view=login::LoginPage/>
                 <Route path=path!("/") view=|| view! { <Redirect path="/fleet"/> }/>
                 <Route path=path!("/fleet") view=|| view! { <Shell><fleet::FleetPage/></Shell> }/>
-                <Route path=path!("/planner") view=|| view! { <Shell><pages::Planned title="Planner" issue=7/></Shell> }/>
-                <Route path=path!("/right-sizing") view=|| view! { <Shell><pages::Planned title="Right-sizing" issue=7/></Shell> }/>
-                <Route path=path!("/transport") view=|| view! { <Shell><pages::Planned title="Transport" issue=7/></Shell> }/>
+                <Route path=path!("/planner") view=|| view! { <Shell><planner::PlannerPage/></Shell> }/>
+                <Route path=path!("/right-sizing") view=|| view! { <Shell><rightsizing::RightSizingPage/></Shell> }/>
+                <Route path=path!("/transport") view=|| view! { <Shell><transport_page::TransportPage/></Shell> }/>
+                <Route path=path!("/runs/:id") view=|| view! { <Shell><run_page::RunPageView/></Shell> }/>
+                <Route path=path!("/scenarios") view=|| view! { <Shell><scenarios::ScenariosPage/></Shell> }/>
                 <Route path=path!("/reports") view=|| view! { <Shell><pages::Planned title="Reports" issue=8/></Shell> }/>
                 <Route path=path!("/admin") view=|| view! { <Shell><pages::Planned title="Admin" issue=8/></Shell> }/>
             </Routes>
@@ -63,6 +74,7 @@ fn Shell(children: Children) -> impl IntoView {
         ("/planner", "Planner"),
         ("/right-sizing", "Right-sizing"),
         ("/transport", "Transport"),
+        ("/scenarios", "Scenarios"),
         ("/reports", "Reports"),
         ("/admin", "Admin"),
     ];

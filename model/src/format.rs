@@ -45,6 +45,96 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// US dollars as money: cents for amounts under ten thousand, whole dollars above, grouped
+/// thousands, and three significant figures for fractions of a cent (`$0.000123`).
+pub fn usd(value: f64) -> String {
+    if !value.is_finite() {
+        return "—".to_string();
+    }
+    let sign = if value < 0.0 { "−" } else { "" };
+    let v = value.abs();
+    let body = if v == 0.0 {
+        "0.00".to_string()
+    } else if v >= 10_000.0 {
+        grouped(v.round())
+    } else if v >= 0.01 {
+        let cents = (v * 100.0).round();
+        format!("{}.{:02}", grouped((cents / 100.0).trunc()), (cents % 100.0) as u64)
+    } else {
+        let digits = (2 - v.log10().floor() as i32).clamp(2, 12) as usize;
+        format!("{v:.digits$}")
+    };
+    format!("{sign}${body}")
+}
+
+/// A whole number with thousands grouped: `1,234,567`.
+pub fn grouped(value: f64) -> String {
+    if !value.is_finite() {
+        return "—".to_string();
+    }
+    let digits = format!("{:.0}", value.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if value < 0.0 && digits != "0" { format!("−{out}") } else { out }
+}
+
+/// A count that may be huge, in words people read: `1.2 million`, `3.4 billion`.
+pub fn count(value: f64) -> String {
+    if !value.is_finite() {
+        return "—".to_string();
+    }
+    let v = value.abs();
+    let (scaled, word) = if v >= 1e12 {
+        (value / 1e12, " trillion")
+    } else if v >= 1e9 {
+        (value / 1e9, " billion")
+    } else if v >= 1e6 {
+        (value / 1e6, " million")
+    } else {
+        return grouped(value);
+    };
+    format!("{scaled:.2}{word}")
+}
+
+/// A duration with the unit that keeps it readable: `140 ns`, `12.5 µs`, `3.20 ms`, `1.50 s`.
+pub fn seconds(value: f64) -> String {
+    if !value.is_finite() {
+        return "—".to_string();
+    }
+    let v = value.abs();
+    let (scaled, unit) = if v >= 1.0 || v == 0.0 {
+        (value, "s")
+    } else if v >= 1e-3 {
+        (value * 1e3, "ms")
+    } else if v >= 1e-6 {
+        (value * 1e6, "µs")
+    } else {
+        (value * 1e9, "ns")
+    };
+    let decimals = if scaled.abs() >= 100.0 {
+        0
+    } else if scaled.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{scaled:.decimals$} {unit}")
+}
+
+/// An accuracy change in percentage points: `+0.28 pt`, `−1.50 pt`.
+pub fn points(delta: f64) -> String {
+    if !delta.is_finite() {
+        return "—".to_string();
+    }
+    let pt = delta * 100.0;
+    if pt < 0.0 { format!("−{:.2} pt", -pt) } else { format!("+{pt:.2} pt") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +153,31 @@ mod tests {
         assert_eq!(bytes(25.0 * 1024.0 * 1024.0 * 1024.0), "25.0 GiB");
         assert_eq!(bytes_per_second(12.34e9), "12.3 GB/s");
         assert_eq!(bytes(f64::NAN), "—");
+    }
+
+    #[test]
+    fn money_is_grouped_and_keeps_small_amounts_readable() {
+        assert_eq!(usd(1234567.4), "$1,234,567");
+        assert_eq!(usd(1234.565), "$1,234.57");
+        assert_eq!(usd(0.5), "$0.50");
+        assert_eq!(usd(0.000_123_4), "$0.000123");
+        assert_eq!(usd(-12.0), "−$12.00");
+        assert_eq!(usd(0.0), "$0.00");
+        assert_eq!(usd(f64::NAN), "—");
+        assert_eq!(grouped(999.0), "999");
+        assert_eq!(grouped(1000.0), "1,000");
+        assert_eq!(grouped(-1_000_000.0), "−1,000,000");
+        assert_eq!(count(120_000_000.0), "120.00 million");
+        assert_eq!(count(5_400.0), "5,400");
+    }
+
+    #[test]
+    fn durations_and_points_carry_their_unit() {
+        assert_eq!(seconds(1.4e-7), "140 ns");
+        assert_eq!(seconds(1.25e-5), "12.5 µs");
+        assert_eq!(seconds(3.2e-3), "3.20 ms");
+        assert_eq!(seconds(1.5), "1.50 s");
+        assert_eq!(points(-0.015), "−1.50 pt");
+        assert_eq!(points(0.0028), "+0.28 pt");
     }
 }

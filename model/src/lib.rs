@@ -5,6 +5,7 @@
 pub mod checks;
 pub mod cost;
 pub mod format;
+pub mod measured;
 pub mod memory;
 pub mod quant;
 pub mod queue;

@@ -2,7 +2,8 @@
 //! per request for each transport and payload size, the cores each transport needs at the
 //! target rate and what they cost.
 //!
-//! cores = CPU seconds per request (client + server) × requests per second; monthly core cost
+//! cores = CPU seconds per request (client + server) × requests per second + cores that spin
+//! whatever the rate (a busy-polling server); monthly core cost
 //! = cores × price per core-hour × hours per month. The recommendation is the cheapest
 //! transport whose latency meets the budget; shared memory only where both ends share a node.
 
@@ -37,6 +38,10 @@ pub struct TransportMeasurement {
     /// `cross_node`): a blocking wake-up costs far more across cores than on one.
     #[serde(default)]
     pub measured_placement: Option<String>,
+    /// Cores kept busy whatever the rate: a busy-polling server spins a whole core between
+    /// requests, which per-request CPU measured in a closed loop does not show.
+    #[serde(default)]
+    pub spinning_cores: f64,
 }
 
 /// Inputs of [`advise_transport`].
@@ -86,7 +91,8 @@ pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, Model
     for (i, m) in input.measurements.iter().enumerate() {
         non_negative(&format!("measurements[{i}].cpu_seconds_per_request"), m.cpu_seconds_per_request.0)?;
         positive(&format!("measurements[{i}].latency_p99_s"), m.latency_p99_s.0)?;
-        let cores = m.cpu_seconds_per_request.0 * rate;
+        non_negative(&format!("measurements[{i}].spinning_cores"), m.spinning_cores)?;
+        let cores = m.cpu_seconds_per_request.0 * rate + m.spinning_cores;
         let excluded = if input.placement == Placement::CrossNode && !m.works_across_nodes {
             Some("needs both ends on one node".to_string())
         } else if m.latency_p99_s.0 > input.latency_budget_p99_s.0 {
@@ -181,7 +187,27 @@ mod tests {
             latency_p99_s: Seconds(p99_us * 1e-6),
             works_across_nodes: cross,
             measured_placement: Some("different_cores".into()),
+            spinning_cores: 0.0,
         }
+    }
+
+    #[test]
+    fn a_busy_polling_server_costs_a_core_at_any_rate() {
+        let busy = TransportMeasurement { spinning_cores: 1.0, ..measured("shm_busy_poll", 0.1, 1.0, false) };
+        let input = |rate: f64| TransportInput {
+            requests_per_second: PerSecond(rate),
+            placement: Placement::SameNode,
+            core_hour_usd: UsdPerHour(0.04),
+            latency_budget_p99_s: Seconds(500e-6),
+            measurements: vec![busy.clone(), measured("shm_futex", 10.0, 30.0, false)],
+        };
+        // At 1,000 requests/s the futex costs 0.01 cores, the spinning server a whole one.
+        let low = advise_transport(&input(1_000.0)).unwrap();
+        assert_eq!(low.recommended.as_deref(), Some("shm_futex"));
+        let spinning = low.options.iter().find(|o| o.transport == "shm_busy_poll").unwrap();
+        assert!((spinning.cores - 1.0001).abs() < 1e-9, "{}", spinning.cores);
+        // At 200,000 requests/s the futex needs 2 cores and the spinning one is cheaper.
+        assert_eq!(advise_transport(&input(200_000.0)).unwrap().recommended.as_deref(), Some("shm_busy_poll"));
     }
 
     #[test]

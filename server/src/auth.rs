@@ -61,6 +61,14 @@ impl From<UserRecord> for Principal {
 pub struct Caller(pub Option<Principal>);
 
 impl Caller {
+    /// The signed-in person's user id, if the caller is a person.
+    pub fn user_id(&self) -> Option<&str> {
+        match &self.0 {
+            Some(Principal::User { id, .. }) => Some(id),
+            _ => None,
+        }
+    }
+
     /// A person with at least `role`; agents and anonymous callers are refused.
     pub fn require(&self, role: Role) -> Result<(&str, Role), ApiError> {
         match &self.0 {

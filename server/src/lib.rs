@@ -1,5 +1,7 @@
 //! Headroom's server as a library: [`app`] builds the router, [`serve`] runs it. The binary
 //! in `main.rs` only parses arguments.
+// The app's page views are deeply nested types; rendering them here needs a deeper limit.
+#![recursion_limit = "512"]
 
 pub mod admin;
 pub mod api;

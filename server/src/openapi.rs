@@ -13,7 +13,8 @@ use crate::api;
     info(title = "Headroom API", description = "Measurements, nodes and runs. People sign in (cookie) or send an API token; agents send an ingest-only token. gRPC ingest: headroom.v1.Ingest/UploadRun on the same port."),
     paths(api::runs::create, api::runs::list, api::runs::get_one, api::nodes::list, api::agents::list, api::session::me,
         api::model::amortization, api::model::break_even, api::model::replicas, api::model::right_size,
-        api::model::memory_fit, api::model::transport, api::model::uncertainty),
+        api::model::memory_fit, api::model::transport, api::model::uncertainty,
+        api::scenarios::create_json, api::scenarios::list, api::scenarios::get_one),
     modifiers(&BearerAuth, &ModelExamples)
 )]
 pub struct ApiDoc;

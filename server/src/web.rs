@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle};
+use app::data::{MeasuredFleet, MeasuredNode, RunView, ScenarioView, TransportRun, TrendPoint};
 use axum::Router;
 use axum::extract::{Request, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::http::header::LOCATION;
 use axum::middleware::{self, Next};
@@ -13,38 +15,188 @@ use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, generate_route_list};
-use model::FleetView;
+use model::{FieldError, FleetView, NodeSummary, RunDetail, Suite, measured};
 use tower_http::services::ServeDir;
+use uuid::Uuid;
 
-use crate::AppState;
 use crate::auth::{self, Caller, Principal, Role};
+use crate::error::ApiError;
 use crate::store::{RunFilter, Store};
+use crate::{AppState, api};
 
 /// How many runs the Fleet page lists.
 const RECENT_RUNS: u32 = 20;
+
+/// How many of a node's runs the run page lists and follows in its trend charts.
+const NODE_RUNS: u32 = 30;
 
 struct WebBackend {
     store: Store,
 }
 
-impl Backend for WebBackend {
-    fn fleet(&self, headers: axum::http::HeaderMap) -> BoxFuture<'static, Result<FleetView, String>> {
-        let store = self.store.clone();
-        Box::pin(async move {
-            let caller = Caller(auth::authenticate(&store, &headers).await.map_err(|e| e.to_string())?);
-            let (user, _) = caller.require(Role::Viewer).map_err(|e| e.to_string())?;
-            let user = user.to_string();
-            let nodes = store.list_nodes().await.map_err(|e| internal(&e))?;
-            let filter = RunFilter { limit: RECENT_RUNS, ..RunFilter::default() };
-            let recent_runs = store.list_runs(&filter).await.map_err(|e| internal(&e))?;
-            Ok(FleetView { user, nodes, recent_runs })
-        })
+type Answer<T> = BoxFuture<'static, Result<T, String>>;
+
+/// Page data errors as the page shows them: what the API would say, internal errors logged.
+fn shown(err: ApiError) -> String {
+    match err {
+        ApiError::Internal(e) => internal(&e),
+        other => other.to_string(),
     }
 }
 
 fn internal(err: &anyhow::Error) -> String {
     tracing::error!(error = format!("{err:#}"), "page data failed");
     "internal error".to_string()
+}
+
+impl WebBackend {
+    /// Runs `f` for the caller identified by `headers`, once they hold `role`.
+    fn answer<T, F, Fut>(&self, headers: HeaderMap, role: Role, f: F) -> Answer<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Store, Caller) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
+    {
+        let store = self.store.clone();
+        Box::pin(async move {
+            let caller = Caller(auth::authenticate(&store, &headers).await.map_err(shown)?);
+            caller.require(role).map_err(shown)?;
+            f(store, caller).await.map_err(shown)
+        })
+    }
+}
+
+impl Backend for WebBackend {
+    fn fleet(&self, headers: HeaderMap) -> Answer<FleetView> {
+        self.answer(headers, Role::Viewer, |store, caller| async move {
+            let user = caller.require(Role::Viewer)?.0.to_string();
+            let nodes = store.list_nodes().await?;
+            let filter = RunFilter { limit: RECENT_RUNS, ..RunFilter::default() };
+            let recent_runs = store.list_runs(&filter).await?;
+            Ok(FleetView { user, nodes, recent_runs })
+        })
+    }
+
+    fn measured_nodes(&self, headers: HeaderMap) -> Answer<MeasuredFleet> {
+        self.answer(headers, Role::Viewer, |store, _| async move {
+            let mut nodes = Vec::new();
+            for (node, detail) in latest_with_suite(&store, Suite::Quant).await? {
+                let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type) {
+                    (Some(price), _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),
+                    (None, Some(instance)) => match store.catalog_price(instance).await? {
+                        Some((price, source)) => (Some(price), source),
+                        None => (None, format!("nowhere: {instance} is not in the price catalog")),
+                    },
+                    (None, None) => (None, "nowhere: the node gave no instance type or price".to_string()),
+                };
+                let run_id = detail.run.run_id.to_string();
+                let Some(hardware) = measured::hardware_from_quant_run(
+                    &node,
+                    &run_id,
+                    &detail.measurements,
+                    hourly_usd.unwrap_or(0.0),
+                    1.0,
+                ) else {
+                    continue;
+                };
+                let best_throughput_rps = detail
+                    .measurements
+                    .iter()
+                    .filter(|m| {
+                        m.case == "mlp_throughput" && m.parameters.get("variant").map(String::as_str) == Some("fp32")
+                    })
+                    .filter_map(|m| m.stats.map(|s| s.mean))
+                    .max_by(f64::total_cmp);
+                nodes.push(MeasuredNode {
+                    node_id: node.node_id.clone(),
+                    hostname: node.hostname.clone(),
+                    run_id,
+                    run_started_at_ms: detail.run.started_at_ms,
+                    hourly_usd,
+                    price_source,
+                    best_throughput_rps,
+                    hardware,
+                });
+            }
+            Ok(MeasuredFleet { nodes })
+        })
+    }
+
+    fn transport_runs(&self, headers: HeaderMap) -> Answer<Vec<TransportRun>> {
+        self.answer(headers, Role::Viewer, |store, _| async move {
+            let mut runs: Vec<TransportRun> = latest_with_suite(&store, Suite::Transport)
+                .await?
+                .into_iter()
+                .map(|(node, detail)| {
+                    let run_id = detail.run.run_id.to_string();
+                    TransportRun {
+                        points: measured::transport_points(&run_id, &detail.measurements),
+                        node_id: node.node_id,
+                        hostname: node.hostname,
+                        run_id,
+                        started_at_ms: detail.run.started_at_ms,
+                    }
+                })
+                .collect();
+            runs.sort_by_key(|r| std::cmp::Reverse(r.started_at_ms));
+            Ok(runs)
+        })
+    }
+
+    fn run_page(&self, headers: HeaderMap, run_id: String) -> Answer<RunView> {
+        self.answer(headers, Role::Viewer, move |store, _| async move {
+            let id =
+                Uuid::parse_str(&run_id).map_err(|_| ApiError::BadRequest(format!("'{run_id}' is not a run id")))?;
+            let detail = store.get_run(id).await?.ok_or_else(|| ApiError::NotFound(format!("no run {run_id}")))?;
+            let filter = RunFilter { node: Some(detail.run.node_id.clone()), limit: NODE_RUNS, ..RunFilter::default() };
+            let node_runs = store.list_runs(&filter).await?;
+            let mut trends = Vec::new();
+            for &suite in &detail.run.suites {
+                let mut points = Vec::new();
+                let mut label = None;
+                for run in node_runs.iter().filter(|r| r.suites.contains(&suite)).rev() {
+                    let Some(other) = store.get_run(run.run_id).await? else { continue };
+                    if let Some((name, unit, value)) = measured::headline(suite, &other.measurements) {
+                        label = Some((name, unit));
+                        points.push(TrendPoint {
+                            run_id: run.run_id.to_string(),
+                            started_at_ms: run.started_at_ms,
+                            value,
+                        });
+                    }
+                }
+                if let Some((name, unit)) = label {
+                    trends.push((name, unit, points));
+                }
+            }
+            Ok(RunView { detail, node_runs, trends })
+        })
+    }
+
+    fn save_scenario(&self, headers: HeaderMap, kind: String, name: String, query: String) -> Answer<ScenarioView> {
+        self.answer(headers, Role::Planner, move |store, caller| async move {
+            let inputs = app::form::from_query(&query).map_err(|e| FieldError::new("inputs", e))?;
+            api::scenarios::create(&store, &caller, api::scenarios::NewScenario { kind, name, inputs }).await
+        })
+    }
+
+    fn scenarios(&self, headers: HeaderMap) -> Answer<Vec<ScenarioView>> {
+        self.answer(headers, Role::Viewer, |store, caller| async move { api::scenarios::all(&store, &caller).await })
+    }
+}
+
+/// Each node with its newest run that has `suite`.
+async fn latest_with_suite(store: &Store, suite: Suite) -> Result<Vec<(NodeSummary, RunDetail)>, ApiError> {
+    let mut out = Vec::new();
+    for node in store.list_nodes().await? {
+        let filter =
+            RunFilter { node: Some(node.node_id.clone()), suite: Some(suite), limit: 1, ..RunFilter::default() };
+        let Some(run) = store.list_runs(&filter).await?.into_iter().next() else { continue };
+        if let Some(detail) = store.get_run(run.run_id).await? {
+            out.push((node, detail));
+        }
+    }
+    Ok(out)
 }
 
 /// The pages (behind sign-in), the page data endpoints and the browser bundle.

@@ -31,11 +31,11 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
     let mut cargo = build.cargo(&["test", "--workspace"]);
     cargo.args(cargo_args);
     step("running the Rust tests", &mut cargo)?;
-    browser_tests(&build.root, &built)?;
+    browser_tests(&build.root, &build.target, &built)?;
     Ok(())
 }
 
-fn browser_tests(root: &Path, built: &crate::build::Built) -> anyhow::Result<()> {
+fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built) -> anyhow::Result<()> {
     let chromium = ensure_chromium()?;
     if Command::new("npm").arg("--version").output().is_err() {
         apt_install(&["nodejs", "npm"], "Node.js and npm for the browser tests")?;
@@ -47,11 +47,16 @@ fn browser_tests(root: &Path, built: &crate::build::Built) -> anyhow::Result<()>
             Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&e2e),
         )?;
     }
+    // Screenshots of every page, kept beside the build output (not in the repository).
+    let screenshots = target.join("e2e-screenshots");
+    eprintln!("==> browser-test screenshots go to {}", screenshots.display());
     step(
         "running the browser tests (headless Chromium)",
         Command::new("node")
-            .args(["--test", "--test-reporter=spec"])
+            .args(["--test", "--test-reporter=spec", "--test-concurrency=1"])
             .arg(e2e.join("fleet.test.mjs"))
+            .arg(e2e.join("pages.test.mjs"))
+            .env("HEADROOM_SCREENSHOTS", &screenshots)
             .env("HEADROOM_SERVER_BIN", &built.server)
             .env("HEADROOM_AGENT_BIN", &built.agent)
             .env("HEADROOM_SITE_ROOT", &built.site_root)

@@ -4,6 +4,8 @@
 //! | --- | --- |
 //! | `POST /api/v1/runs` | agent token |
 //! | `GET /api/v1/runs`, `GET /api/v1/runs/{id}`, `GET /api/v1/nodes`, `GET /api/v1/me` | viewer |
+//! | `GET /api/v1/scenarios`, `GET /api/v1/scenarios/{id}` | viewer |
+//! | `POST /api/v1/scenarios` | planner |
 //! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty) | planner |
 //! | `GET /api/v1/agents` | admin |
 //! | `POST /login`, `POST /logout` | anyone |
@@ -12,6 +14,7 @@ pub mod agents;
 pub mod model;
 pub mod nodes;
 pub mod runs;
+pub mod scenarios;
 pub mod session;
 
 use axum::Router;
@@ -24,5 +27,6 @@ pub fn router() -> Router<AppState> {
         .merge(nodes::router())
         .merge(agents::router())
         .merge(model::router())
+        .merge(scenarios::router())
         .merge(session::router())
 }

@@ -269,5 +269,6 @@ fn measured(transport: &str, cpu: f64, p99: f64, across: bool) -> TransportMeasu
         latency_p99_s: Seconds(p99),
         works_across_nodes: across,
         measured_placement: Some("different_cores".into()),
+        spinning_cores: 0.0,
     }
 }

@@ -4,6 +4,7 @@
 
 mod people;
 mod runs;
+mod scenarios;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -15,6 +16,7 @@ use sqlx::{AnyPool, ConnectOptions};
 
 pub use people::{AgentRecord, UserRecord};
 pub use runs::{RunFilter, StoreOutcome};
+pub use scenarios::ScenarioRecord;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");

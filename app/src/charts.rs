@@ -1,0 +1,435 @@
+//! Charts as SVG text, drawn with plotters the same way on the server and in the browser.
+//!
+//! Every series has its own colour (Okabe–Ito, safe for colour-blind readers), its own marker
+//! shape and its own dash pattern, and the legend shows all three, so no chart is read by
+//! colour alone. Log axes are drawn by plotting log10 of the values and labelling the ticks
+//! with the values themselves.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// Okabe–Ito colours, then black.
+const PALETTE: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+];
+const GREY: RGBColor = RGBColor(110, 110, 110);
+const FONT: &str = "sans-serif";
+
+/// One line of a chart.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+        Series { name: name.into(), points }
+    }
+}
+
+/// A shaded band between a low and a high line (a P10–P90 range).
+#[derive(Clone, Debug)]
+pub struct Band {
+    pub name: String,
+    /// (x, low, high)
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// A vertical or horizontal reference line with its label.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub at: f64,
+    pub label: String,
+}
+
+/// A chart of lines over x.
+#[derive(Clone, Debug)]
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_log: bool,
+    pub y_log: bool,
+    pub x_format: fn(f64) -> String,
+    pub y_format: fn(f64) -> String,
+    pub series: Vec<Series>,
+    pub bands: Vec<Band>,
+    /// Vertical lines (a break-even point).
+    pub x_rules: Vec<Rule>,
+    /// Horizontal lines (a floor, an SLO).
+    pub y_rules: Vec<Rule>,
+    /// Draw markers only, no lines (a scatter).
+    pub points_only: bool,
+    /// Start the y axis at zero (off for figures that live far from it, like accuracy).
+    pub y_from_zero: bool,
+}
+
+impl LineChart {
+    pub fn new(title: impl Into<String>, x_label: impl Into<String>, y_label: impl Into<String>) -> Self {
+        LineChart {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x_log: false,
+            y_log: false,
+            x_format: |v| format!("{v}"),
+            y_format: |v| format!("{v}"),
+            series: vec![],
+            bands: vec![],
+            x_rules: vec![],
+            y_rules: vec![],
+            points_only: false,
+            y_from_zero: true,
+        }
+    }
+}
+
+const WIDTH: u32 = 720;
+const HEIGHT: u32 = 380;
+
+const LEGEND_ROW: u32 = 20;
+
+/// Room under the x axis for a legend of `entries` in two columns.
+fn legend_height(entries: usize) -> u32 {
+    if entries == 0 { 0 } else { 12 + LEGEND_ROW * entries.div_ceil(2) as u32 }
+}
+
+/// The legend under the chart: each entry's colour, dash pattern and marker, and its name.
+fn draw_legend(root: &DrawingArea<SVGBackend<'_>, Shift>, chart: &LineChart) -> DrawResult {
+    let top = HEIGHT as i32 + 4;
+    let at = |k: usize| (24 + (k % 2) as i32 * (WIDTH as i32 / 2), top + (k / 2) as i32 * LEGEND_ROW as i32);
+    let text = |name: &str, (x, y): (i32, i32)| {
+        Text::new(
+            name.to_string(),
+            (x + 34, y),
+            (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
+        )
+    };
+    let mut k = 0;
+    for (i, band) in chart.bands.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let (x, y) = at(k);
+        root.draw(&Rectangle::new([(x, y - 6), (x + 26, y + 6)], colour.mix(0.3).filled()))?;
+        root.draw(&text(&band.name, (x, y)))?;
+        k += 1;
+    }
+    for (i, series) in chart.series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let (x, y) = at(k);
+        if !chart.points_only {
+            let style = colour.stroke_width(2);
+            // The same dash pattern as the series: solid, long dashes, dots.
+            let (dash, gap) = [(26, 0), (7, 3), (2, 3)][i % 3];
+            let mut from = x;
+            while from < x + 26 {
+                root.draw(&PathElement::new([(from, y), ((from + dash).min(x + 26), y)], style))?;
+                from += dash + gap;
+            }
+        }
+        root.draw(&(EmptyElement::at((x + 13, y)) + marker_shape(i % 4, 4, colour, (0, 0))))?;
+        root.draw(&text(&series.name, (x, y)))?;
+        k += 1;
+    }
+    Ok(())
+}
+
+fn axis(log: bool) -> impl Fn(f64) -> Option<f64> {
+    move |v: f64| {
+        if !v.is_finite() || (log && v <= 0.0) {
+            None
+        } else if log {
+            Some(v.log10())
+        } else {
+            Some(v)
+        }
+    }
+}
+
+/// The range of the values, padded, never empty.
+fn span(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> Option<(f64, f64)> {
+    let (mut lo, mut hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() || !hi.is_finite() {
+        return None;
+    }
+    if from_zero && !log {
+        lo = lo.min(0.0);
+    }
+    if hi - lo < 1e-12 * hi.abs().max(1.0) {
+        let pad = if log { 0.5 } else { hi.abs().max(1.0) * 0.5 };
+        return Some((lo - pad, hi + pad));
+    }
+    let pad = (hi - lo) * 0.05;
+    if !(from_zero && !log && lo == 0.0) {
+        lo -= pad;
+    }
+    hi += pad;
+    Some((lo, hi))
+}
+
+/// The SVG text of a line chart; a short note instead when nothing can be drawn.
+pub fn line_chart(chart: &LineChart) -> String {
+    let (fx, fy) = (axis(chart.x_log), axis(chart.y_log));
+    let xs = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .chain(chart.bands.iter().flat_map(|b| b.points.iter().map(|p| p.0)))
+        .chain(chart.x_rules.iter().map(|r| r.at))
+        .filter_map(&fx);
+    let ys = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(chart.bands.iter().flat_map(|b| b.points.iter().flat_map(|p| [p.1, p.2])))
+        .chain(chart.y_rules.iter().map(|r| r.at))
+        .filter_map(&fy);
+    let (Some(xr), Some(yr)) = (span(xs, chart.x_log, false), span(ys, chart.y_log, chart.y_from_zero)) else {
+        return empty(&chart.title);
+    };
+    let mut svg = String::new();
+    {
+        let entries = chart.series.len() + chart.bands.len();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT + legend_height(entries))).into_drawing_area();
+        if draw_lines(&root, chart, xr, yr).is_err() {
+            drop(root);
+            return empty(&chart.title);
+        }
+    }
+    responsive(svg, &chart.title)
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+fn draw_lines(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    chart: &LineChart,
+    xr: (f64, f64),
+    yr: (f64, f64),
+) -> DrawResult {
+    root.fill(&WHITE)?;
+    let (fx, fy) = (axis(chart.x_log), axis(chart.y_log));
+    let (x_log, y_log, x_format, y_format) = (chart.x_log, chart.y_log, chart.x_format, chart.y_format);
+    let mut c = ChartBuilder::on(root)
+        .caption(&chart.title, (FONT, 18))
+        .margin(12)
+        .margin_bottom(12 + legend_height(chart.series.len() + chart.bands.len()))
+        .x_label_area_size(44)
+        .y_label_area_size(84)
+        .build_cartesian_2d(xr.0..xr.1, yr.0..yr.1)?;
+    c.configure_mesh()
+        .x_desc(&chart.x_label)
+        .y_desc(&chart.y_label)
+        .x_labels(6)
+        .y_labels(6)
+        .x_label_formatter(&|v| x_format(if x_log { 10f64.powf(*v) } else { *v }))
+        .y_label_formatter(&|v| y_format(if y_log { 10f64.powf(*v) } else { *v }))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()?;
+    for (i, band) in chart.bands.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let upper = band.points.iter().filter_map(|p| Some((fx(p.0)?, fy(p.2)?)));
+        let lower: Vec<_> = band.points.iter().filter_map(|p| Some((fx(p.0)?, fy(p.1)?))).collect();
+        let outline: Vec<(f64, f64)> = upper.chain(lower.into_iter().rev()).collect();
+        c.draw_series(std::iter::once(Polygon::new(outline, colour.mix(0.18).filled())))?;
+    }
+    for (i, series) in chart.series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let style = colour.stroke_width(2);
+        let points: Vec<(f64, f64)> = series.points.iter().filter_map(|p| Some((fx(p.0)?, fy(p.1)?))).collect();
+        if !chart.points_only {
+            match i % 3 {
+                0 => c.draw_series(LineSeries::new(points.clone(), style))?,
+                1 => c.draw_series(DashedLineSeries::new(points.clone(), 10, 5, style))?,
+                _ => c.draw_series(DashedLineSeries::new(points.clone(), 3, 4, style))?,
+            };
+        }
+        let marker = i % 4;
+        let size = if chart.points_only { 5 } else { 4 };
+        c.draw_series(points.iter().map(|&p| EmptyElement::at(p) + marker_shape(marker, size, colour, (0, 0))))?;
+    }
+    for rule in &chart.x_rules {
+        if let Some(x) = fx(rule.at) {
+            c.draw_series(DashedLineSeries::new([(x, yr.0), (x, yr.1)], 6, 4, GREY.stroke_width(2)))?;
+            c.draw_series(std::iter::once(Text::new(
+                rule.label.clone(),
+                (x, yr.1 - (yr.1 - yr.0) * 0.04),
+                (FONT, 13).into_font().color(&BLACK),
+            )))?;
+        }
+    }
+    for rule in &chart.y_rules {
+        if let Some(y) = fy(rule.at) {
+            c.draw_series(DashedLineSeries::new([(xr.0, y), (xr.1, y)], 6, 4, GREY.stroke_width(2)))?;
+            c.draw_series(std::iter::once(Text::new(
+                rule.label.clone(),
+                (xr.0 + (xr.1 - xr.0) * 0.01, y + (yr.1 - yr.0) * 0.04),
+                (FONT, 13).into_font().color(&BLACK),
+            )))?;
+        }
+    }
+    draw_legend(root, chart)?;
+    root.present()?;
+    Ok(())
+}
+
+fn marker_shape<DB: DrawingBackend>(
+    kind: usize,
+    size: i32,
+    colour: RGBColor,
+    at: (i32, i32),
+) -> DynElement<'static, DB, (i32, i32)> {
+    let filled = colour.filled();
+    match kind {
+        0 => Circle::new(at, size, filled).into_dyn(),
+        1 => TriangleMarker::new(at, size + 1, filled).into_dyn(),
+        2 => Rectangle::new([(at.0 - size, at.1 - size), (at.0 + size, at.1 + size)], filled).into_dyn(),
+        _ => Cross::new(at, size + 1, colour.stroke_width(2)).into_dyn(),
+    }
+}
+
+/// Horizontal bars around a base value: how far each input moves the answer when it alone
+/// goes to its P10 (light bar, labelled) and its P90 (dark bar, labelled).
+pub fn tornado(
+    title: &str,
+    unit_label: &str,
+    base: f64,
+    rows: &[(String, f64, f64)],
+    format: fn(f64) -> String,
+) -> String {
+    if rows.is_empty() || !base.is_finite() || rows.iter().any(|r| !r.1.is_finite() || !r.2.is_finite()) {
+        return empty(title);
+    }
+    let lo = rows.iter().map(|r| r.1.min(r.2)).fold(base, f64::min);
+    let hi = rows.iter().map(|r| r.1.max(r.2)).fold(base, f64::max);
+    let pad = ((hi - lo) * 0.12).max(base.abs() * 0.01).max(1e-12);
+    let n = rows.len() as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 100 + 46 * n)).into_drawing_area();
+        let drawn: DrawResult = (|| {
+            root.fill(&WHITE)?;
+            let mut c = ChartBuilder::on(&root)
+                .caption(title, (FONT, 18))
+                .margin(12)
+                .x_label_area_size(44)
+                .y_label_area_size(130)
+                .build_cartesian_2d((lo - pad)..(hi + pad), (0u32..n).into_segmented())?;
+            c.configure_mesh()
+                .disable_y_mesh()
+                .x_desc(unit_label)
+                .x_labels(5)
+                .x_label_formatter(&|v| format(*v))
+                .y_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) if *i < n => rows[(n - 1 - i) as usize].0.clone(),
+                    _ => String::new(),
+                })
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 14))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()?;
+            for (i, (_, at_p10, at_p90)) in rows.iter().enumerate() {
+                let slot = n - 1 - i as u32;
+                for (end, colour, label) in [(*at_p10, PALETTE[5], "P10"), (*at_p90, PALETTE[0], "P90")] {
+                    if (end - base).abs() <= (hi - lo) * 1e-3 {
+                        continue;
+                    }
+                    let mut bar = Rectangle::new(
+                        [(base, SegmentValue::Exact(slot)), (end, SegmentValue::Exact(slot + 1))],
+                        colour.filled(),
+                    );
+                    bar.set_margin(9, 9, 0, 0);
+                    c.draw_series(std::iter::once(bar))?;
+                    let anchor = if end >= base {
+                        Pos::new(HPos::Left, VPos::Center)
+                    } else {
+                        Pos::new(HPos::Right, VPos::Center)
+                    };
+                    let nudge = (hi - lo).max(1e-12) * if end >= base { 0.01 } else { -0.01 };
+                    c.draw_series(std::iter::once(Text::new(
+                        label,
+                        (end + nudge, SegmentValue::CenterOf(slot)),
+                        (FONT, 12).into_font().color(&BLACK).pos(anchor),
+                    )))?;
+                }
+            }
+            c.draw_series(DashedLineSeries::new(
+                [(base, SegmentValue::Exact(0)), (base, SegmentValue::Exact(n))],
+                6,
+                4,
+                BLACK.stroke_width(1),
+            ))?;
+            root.present()?;
+            Ok(())
+        })();
+        if drawn.is_err() {
+            drop(root);
+            return empty(title);
+        }
+    }
+    responsive(svg, title)
+}
+
+/// Makes the SVG scale to its container and gives it an accessible name.
+fn responsive(svg: String, title: &str) -> String {
+    let head_end = svg.find('>').unwrap_or(0);
+    let (head, rest) = svg.split_at(head_end);
+    let head =
+        head.replacen(&format!("width=\"{WIDTH}\""), "width=\"100%\"", 1).replacen(" height=\"", " data-height=\"", 1);
+    format!("{head} role=\"img\" aria-label=\"{}\"{rest}", escape(title))
+}
+
+fn empty(title: &str) -> String {
+    format!("<p class=\"chart-empty\">{}: nothing to draw for these inputs.</p>", escape(title))
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_chart_names_every_series_and_its_rules() {
+        let mut chart = LineChart::new("Cost", "requests", "USD");
+        chart.x_log = true;
+        chart.series.push(Series::new("baseline", vec![(1e6, 2.0), (1e7, 1.0)]));
+        chart.series.push(Series::new("distilled", vec![(1e6, 2.5), (1e7, 0.5), (f64::NAN, 1.0)]));
+        chart.x_rules.push(Rule { at: 3e6, label: "break-even 3M".into() });
+        let svg = line_chart(&chart);
+        assert!(svg.starts_with("<svg") && svg.contains("role=\"img\" aria-label=\"Cost\""), "{}", &svg[..200]);
+        for text in ["baseline", "distilled", "break-even 3M"] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn nothing_to_draw_says_so() {
+        let mut chart = LineChart::new("Empty", "x", "y");
+        chart.series.push(Series::new("only NaN", vec![(f64::NAN, 1.0)]));
+        assert!(line_chart(&chart).contains("nothing to draw"));
+        assert!(tornado("T", "USD", 1.0, &[], |v| format!("{v}")).contains("nothing to draw"));
+    }
+
+    #[test]
+    fn a_tornado_labels_each_input_and_its_ends() {
+        let rows = vec![("requests".to_string(), 3.0, 1.0), ("training".to_string(), 1.5, 2.5)];
+        let svg = tornado("Swing", "USD", 2.0, &rows, |v| format!("{v:.1}"));
+        for text in ["requests", "training", "P10", "P90"] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What the pages ask the server for: measured nodes for the planner and right-sizing, transport
+//! figures, a run with its node's history. The server implements [`crate::backend::Backend`].
+
+use model::measured::TransportPoint;
+use model::rightsize::Hardware;
+use model::{RunDetail, RunSummary};
+use serde::{Deserialize, Serialize};
+
+/// A node with a quantization run: what right-sizing and the planner can use of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredNode {
+    pub node_id: String,
+    pub hostname: String,
+    /// The latest run with the quantization suite.
+    pub run_id: String,
+    pub run_started_at_ms: i64,
+    /// What the node costs per hour, where known.
+    pub hourly_usd: Option<f64>,
+    /// Where that price came from: the operator's `--hourly-usd`, the price catalog, or nowhere.
+    pub price_source: String,
+    /// Requests per second of the reference model at FP32, at its best measured batch size.
+    pub best_throughput_rps: Option<f64>,
+    /// Service times per precision and batch, priced at `hourly_usd` (0 when unknown).
+    pub hardware: Hardware,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredFleet {
+    pub nodes: Vec<MeasuredNode>,
+}
+
+/// One node's transport run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransportRun {
+    pub node_id: String,
+    pub hostname: String,
+    pub run_id: String,
+    pub started_at_ms: i64,
+    pub points: Vec<TransportPoint>,
+}
+
+/// One figure of a node's runs over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrendPoint {
+    pub run_id: String,
+    pub started_at_ms: i64,
+    pub value: f64,
+}
+
+/// A run, and the same figure across the node's runs of the same suites.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    pub detail: RunDetail,
+    /// Earlier and later runs of the same node (newest first).
+    pub node_runs: Vec<RunSummary>,
+    /// (figure name, unit, points oldest first)
+    pub trends: Vec<(String, String, Vec<TrendPoint>)>,
+}
+
+/// A saved set of page inputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioView {
+    pub id: String,
+    pub name: String,
+    /// `planner` or `right_sizing`.
+    pub kind: String,
+    /// The inputs as a URL query: `/planner?{query}` reopens them.
+    pub query: String,
+    pub created_by: Option<String>,
+    pub created_at_ms: i64,
+}
+
+impl ScenarioView {
+    /// The page that opens this scenario, with its inputs.
+    pub fn url(&self) -> String {
+        let name = crate::form::to_query(&[("name".to_string(), self.name.clone())].into());
+        format!("{}?{}&{name}", page_of(&self.kind), self.query)
+    }
+}
+
+/// The page a kind of scenario belongs to.
+pub fn page_of(kind: &str) -> &'static str {
+    match kind {
+        "right_sizing" => "/right-sizing",
+        _ => "/planner",
+    }
+}
+
+#[cfg(feature = "ssr")]
+fn backend() -> crate::backend::BackendHandle {
+    leptos::prelude::expect_context::<crate::backend::BackendHandle>()
+}
+
+#[cfg(feature = "ssr")]
+async fn headers() -> Result<http::HeaderMap, leptos::prelude::ServerFnError> {
+    Ok(leptos_axum::extract().await?)
+}
+
+use leptos::prelude::{ServerFnError, server};
+
+/// Nodes with quantization measurements, newest run of each.
+#[server(prefix = "/srv", endpoint = "measured_nodes")]
+pub async fn measured_nodes() -> Result<MeasuredFleet, ServerFnError> {
+    backend().0.measured_nodes(headers().await?).await.map_err(ServerFnError::new)
+}
+
+/// Each node's newest transport run.
+#[server(prefix = "/srv", endpoint = "transport_runs")]
+pub async fn transport_runs() -> Result<Vec<TransportRun>, ServerFnError> {
+    backend().0.transport_runs(headers().await?).await.map_err(ServerFnError::new)
+}
+
+/// One run with its node's history.
+#[server(prefix = "/srv", endpoint = "run_page")]
+pub async fn run_page(run_id: String) -> Result<RunView, ServerFnError> {
+    backend().0.run_page(headers().await?, run_id).await.map_err(ServerFnError::new)
+}
+
+/// Saves a page's inputs under a name (role planner or above).
+#[server(prefix = "/srv", endpoint = "save_scenario")]
+pub async fn save_scenario(kind: String, name: String, query: String) -> Result<ScenarioView, ServerFnError> {
+    backend().0.save_scenario(headers().await?, kind, name, query).await.map_err(ServerFnError::new)
+}
+
+/// Every saved scenario, newest first.
+#[server(prefix = "/srv", endpoint = "scenarios")]
+pub async fn scenarios() -> Result<Vec<ScenarioView>, ServerFnError> {
+    backend().0.scenarios(headers().await?).await.map_err(ServerFnError::new)
+}

@@ -1,0 +1,602 @@
+//! The Planner: what a request costs with training amortized over the requests it serves, and
+//! whether spending more on training (distillation, quantization-aware training) to serve more
+//! cheaply pays back. Everything is computed in the browser by the `model` crate as people type.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+use model::cost::{Amortization, AmortizationInput, BreakEven, BreakEvenInput, amortize, break_even};
+use model::format::{count, grouped, points, usd};
+use model::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
+use model::units::{PerMonth, Usd};
+
+use crate::charts::{Band, LineChart, Rule as ChartRule, Series, line_chart, tornado};
+use crate::data::MeasuredNode;
+use crate::form::{FieldSpec, FlagField, Form, NumberField, Rule};
+use crate::scenarios::SaveScenario;
+
+pub const KIND: &str = "planner";
+
+pub const FIELDS: &[FieldSpec] = &[
+    FieldSpec { key: "requests", label: "Requests per month", unit: "requests", default: "50M", rule: Rule::Positive },
+    FieldSpec { key: "growth", label: "Growth per month", unit: "%", default: "5", rule: Rule::Any },
+    FieldSpec {
+        key: "retrains",
+        label: "Retrains per month",
+        unit: "per month",
+        default: "1",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "training",
+        label: "Cost of one training",
+        unit: "USD",
+        default: "20000",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "derive", label: "Derive serving cost from hardware", unit: "", default: "0", rule: Rule::Flag },
+    FieldSpec {
+        key: "serving",
+        label: "Serving cost per request",
+        unit: "USD",
+        default: "0.0001",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "node", label: "Measured node", unit: "", default: "", rule: Rule::Text },
+    FieldSpec {
+        key: "hourly",
+        label: "Price of one replica",
+        unit: "USD / hour",
+        default: "2.50",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "throughput",
+        label: "Throughput of one replica",
+        unit: "requests / s",
+        default: "400",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "utilization", label: "Target utilization", unit: "%", default: "60", rule: Rule::Percent },
+    FieldSpec { key: "optimize", label: "Consider distillation or QAT", unit: "", default: "1", rule: Rule::Flag },
+    FieldSpec {
+        key: "extra",
+        label: "Extra training cost per retrain",
+        unit: "USD",
+        default: "3000",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "saving", label: "Serving cost saved", unit: "%", default: "25", rule: Rule::Percent },
+    FieldSpec { key: "accuracy", label: "Accuracy change", unit: "points", default: "-0.3", rule: Rule::Any },
+    FieldSpec { key: "uncertain", label: "Uncertainty: enter ranges", unit: "", default: "0", rule: Rule::Flag },
+    FieldSpec {
+        key: "requests_lo",
+        label: "Requests per month, P10",
+        unit: "requests",
+        default: "35M",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "requests_hi",
+        label: "Requests per month, P90",
+        unit: "requests",
+        default: "80M",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "training_lo",
+        label: "Cost of one training, P10",
+        unit: "USD",
+        default: "15000",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "training_hi",
+        label: "Cost of one training, P90",
+        unit: "USD",
+        default: "30000",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "serving_lo",
+        label: "Serving cost per request, P10",
+        unit: "USD",
+        default: "0.00008",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "serving_hi",
+        label: "Serving cost per request, P90",
+        unit: "USD",
+        default: "0.00013",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "saving_lo", label: "Serving cost saved, P10", unit: "%", default: "15", rule: Rule::Percent },
+    FieldSpec { key: "saving_hi", label: "Serving cost saved, P90", unit: "%", default: "35", rule: Rule::Percent },
+];
+
+/// Everything the page shows, from one set of inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub requests: f64,
+    pub growth: f64,
+    pub serving: f64,
+    /// How the serving cost was found.
+    pub serving_note: String,
+    pub baseline: Amortization,
+    pub optimized: Option<(Amortization, BreakEven)>,
+    pub uncertainty: Option<Uncertainty>,
+    /// (month, P10, P50, P90) of the baseline's monthly spend.
+    pub spend_band: Vec<(f64, f64, f64, f64)>,
+}
+
+/// The plan for these inputs, or every reason it cannot be made.
+pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
+    let mut c = Collect { form, errors: Vec::new() };
+    let requests = c.num("requests");
+    let growth = c.num("growth") / 100.0;
+    let retrains = c.num("retrains");
+    let training = c.num("training");
+    let (serving, serving_note) = if form.flag("derive") {
+        let hourly = c.num("hourly");
+        let throughput = c.num("throughput");
+        let utilization = c.num("utilization") / 100.0;
+        if utilization == 0.0 {
+            c.errors.push("Target utilization: must be greater than zero".into());
+        }
+        let node = form.text("node");
+        let from = nodes
+            .iter()
+            .find(|n| n.node_id == node)
+            .map(|n| format!(" (throughput measured on {} in run {})", n.hostname, short(&n.run_id)))
+            .unwrap_or_default();
+        let cost = hourly / 3600.0 / (throughput * utilization);
+        let note = format!(
+            "{} per hour ÷ ({} requests/s × {:.0} % utilization){from}",
+            usd(hourly),
+            grouped(throughput),
+            utilization * 100.0
+        );
+        (cost, note)
+    } else {
+        (c.num("serving"), "entered".to_string())
+    };
+    let optimize = form.flag("optimize");
+    let (extra, saving, accuracy) =
+        if optimize { (c.num("extra"), c.num("saving") / 100.0, c.num("accuracy") / 100.0) } else { (0.0, 0.0, 0.0) };
+    let ranges = form.flag("uncertain").then(|| {
+        let r = (c.num("requests_lo"), c.num("requests_hi"));
+        let t = (c.num("training_lo"), c.num("training_hi"));
+        let s = (c.num("serving_lo"), c.num("serving_hi"));
+        let v = if optimize { (c.num("saving_lo"), c.num("saving_hi")) } else { (0.0, 0.0) };
+        (r, t, s, v)
+    });
+    if !c.errors.is_empty() {
+        return Err(c.errors);
+    }
+    let model_error = |e: model::ModelError| vec![format!("{}: {}", label_of(&e.field), e.reason)];
+    let baseline = amortize(&AmortizationInput {
+        training_cost_usd: Usd(training),
+        retrains_per_month: PerMonth(retrains),
+        requests_per_month: PerMonth(requests),
+        serving_cost_per_request_usd: Usd(serving),
+    })
+    .map_err(model_error)?;
+    let optimized = if optimize {
+        let optimized_serving = serving * (1.0 - saving);
+        let amortized = amortize(&AmortizationInput {
+            training_cost_usd: Usd(training + extra),
+            retrains_per_month: PerMonth(retrains),
+            requests_per_month: PerMonth(requests),
+            serving_cost_per_request_usd: Usd(optimized_serving),
+        })
+        .map_err(model_error)?;
+        let verdict = break_even(&BreakEvenInput {
+            extra_training_cost_usd: Usd(extra),
+            retrains_per_month: PerMonth(retrains),
+            requests_per_month: PerMonth(requests),
+            baseline_serving_cost_per_request_usd: Usd(serving),
+            optimized_serving_cost_per_request_usd: Usd(optimized_serving),
+            accuracy_delta: Some(accuracy),
+        })
+        .map_err(model_error)?;
+        Some((amortized, verdict))
+    } else {
+        None
+    };
+    let (uncertainty, spend_band) = match ranges {
+        None => (None, vec![]),
+        Some((r, t, s, v)) => {
+            let range = |label: &str, (lo, hi): (f64, f64)| -> Result<Dist, Vec<String>> {
+                if lo > hi {
+                    Err(vec![format!("{label}: the P10 is above the P90")])
+                } else if lo == hi {
+                    Ok(Dist::Fixed { value: lo })
+                } else {
+                    Ok(Dist::LogNormal { p10: lo, p90: hi })
+                }
+            };
+            let input = |requests: Dist, samples| -> Result<UncertaintyInput, Vec<String>> {
+                Ok(UncertaintyInput {
+                    training_cost_usd: range("Cost of one training", t)?,
+                    retrains_per_month: Dist::Fixed { value: retrains },
+                    requests_per_month: requests,
+                    serving_cost_per_request_usd: range("Serving cost per request", s)?,
+                    extra_training_cost_usd: optimize.then_some(Dist::Fixed { value: extra }),
+                    serving_saving_fraction: if optimize {
+                        Some(range("Serving cost saved", (v.0 / 100.0, v.1 / 100.0))?)
+                    } else {
+                        None
+                    },
+                    samples,
+                    seed: 7,
+                })
+            };
+            let now = simulate(&input(range("Requests per month", r)?, 20_000)?).map_err(model_error)?;
+            let mut band = Vec::with_capacity(12);
+            for month in 0..12 {
+                let g = (1.0 + growth).powi(month);
+                let requests = range("Requests per month", (r.0 * g, r.1 * g))?;
+                let u = simulate(&input(requests, 2_000)?).map_err(model_error)?;
+                band.push((
+                    f64::from(month + 1),
+                    u.monthly_total_usd.p10,
+                    u.monthly_total_usd.p50,
+                    u.monthly_total_usd.p90,
+                ));
+            }
+            (Some(now), band)
+        }
+    };
+    Ok(Plan { requests, growth, serving, serving_note, baseline, optimized, uncertainty, spend_band })
+}
+
+/// Reads fields, keeping every reason one is wrong.
+struct Collect<'a> {
+    form: &'a Form,
+    errors: Vec<String>,
+}
+
+impl Collect<'_> {
+    fn num(&mut self, key: &str) -> f64 {
+        self.form.num(key).unwrap_or_else(|e| {
+            self.errors.push(e);
+            f64::NAN
+        })
+    }
+}
+
+fn label_of(field: &str) -> &'static str {
+    match field {
+        "requests_per_month" => "Requests per month",
+        "training_cost_usd" => "Cost of one training",
+        "retrains_per_month" => "Retrains per month",
+        "serving_cost_per_request_usd" | "baseline_serving_cost_per_request_usd" => "Serving cost per request",
+        "extra_training_cost_usd" => "Extra training cost per retrain",
+        "optimized_serving_cost_per_request_usd" => "Serving cost saved",
+        "serving_saving_fraction" => "Serving cost saved",
+        _ => "Input",
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// Cost per request against monthly volume, baseline and optimized, with the break-even marked.
+pub fn volume_chart(p: &Plan, training: f64, retrains: f64) -> String {
+    let volumes: Vec<f64> = (0..=40).map(|i| p.requests * 10f64.powf(-2.0 + 4.0 * f64::from(i) / 40.0)).collect();
+    let per_request = |train: f64, serving: f64| -> Vec<(f64, f64)> {
+        volumes.iter().map(|&r| (r, train * retrains / r + serving)).collect()
+    };
+    let mut chart =
+        LineChart::new("Cost per request vs monthly volume", "requests per month (log)", "USD per request (log)");
+    chart.x_log = true;
+    chart.y_log = true;
+    chart.x_format = count;
+    chart.y_format = usd;
+    chart.series.push(Series::new("baseline", per_request(training, p.serving)));
+    if let Some((_, be)) = &p.optimized {
+        let extra = be.monthly_extra_training_usd.0 / retrains.max(f64::MIN_POSITIVE);
+        let optimized_serving = p.serving - be.saving_per_request_usd.0;
+        chart.series.push(Series::new("distilled / QAT", per_request(training + extra, optimized_serving)));
+        if let Some(per_retrain) = be.break_even_requests_per_retrain {
+            let monthly = per_retrain * retrains;
+            if monthly.is_finite() && monthly > 0.0 {
+                chart.x_rules.push(ChartRule { at: monthly, label: format!("break-even {}", count(monthly)) });
+            }
+        }
+    }
+    chart.x_rules.push(ChartRule { at: p.requests, label: "today".into() });
+    line_chart(&chart)
+}
+
+/// Monthly spend over the next 12 months at the growth rate, baseline and optimized.
+pub fn spend_chart(p: &Plan, training: f64, retrains: f64) -> String {
+    let month_volume = |m: i32| p.requests * (1.0 + p.growth).powi(m);
+    let spend = |train: f64, serving: f64| -> Vec<(f64, f64)> {
+        (0..12).map(|m| (f64::from(m + 1), train * retrains + serving * month_volume(m))).collect()
+    };
+    let mut chart = LineChart::new("Monthly spend, next 12 months", "month", "USD per month");
+    chart.x_format = |v| format!("{v:.0}");
+    chart.y_format = usd;
+    chart.series.push(Series::new("baseline", spend(training, p.serving)));
+    if let Some((_, be)) = &p.optimized {
+        let extra = be.monthly_extra_training_usd.0 / retrains.max(f64::MIN_POSITIVE);
+        chart
+            .series
+            .push(Series::new("distilled / QAT", spend(training + extra, p.serving - be.saving_per_request_usd.0)));
+    }
+    if !p.spend_band.is_empty() {
+        chart.bands.push(Band {
+            name: "baseline P10–P90".into(),
+            points: p.spend_band.iter().map(|&(m, lo, _, hi)| (m, lo, hi)).collect(),
+        });
+        chart.series.push(Series::new("baseline P50", p.spend_band.iter().map(|&(m, _, mid, _)| (m, mid)).collect()));
+    }
+    line_chart(&chart)
+}
+
+fn tornado_chart(u: &Uncertainty) -> String {
+    let rows: Vec<(String, f64, f64)> =
+        u.tornado.iter().map(|s| (pretty_input(&s.input).to_string(), s.at_p10, s.at_p90)).collect();
+    tornado(
+        "What moves the cost per request (input at its P10 → P90)",
+        "USD per request",
+        u.cost_per_request_usd.p50,
+        &rows,
+        usd,
+    )
+}
+
+fn pretty_input(name: &str) -> &str {
+    match name {
+        "training_cost_usd" => "training cost",
+        "retrains_per_month" => "retrains",
+        "requests_per_month" => "requests",
+        "serving_cost_per_request_usd" => "serving cost",
+        "extra_training_cost_usd" => "extra training",
+        "serving_saving_fraction" => "serving saved",
+        other => other,
+    }
+}
+
+#[component]
+pub fn PlannerPage() -> impl IntoView {
+    let query = use_query_map();
+    let form = Form::new(FIELDS, &query.get_untracked());
+    // Only the "derive from hardware" option needs the measured nodes: fetch them after
+    // hydration, so the plan itself never waits for the server.
+    let nodes = LocalResource::new(crate::data::measured_nodes);
+    let node_list = move || nodes.get().and_then(Result::ok).map(|n| n.nodes).unwrap_or_default();
+    let result = Memo::new(move |_| plan(&form, &node_list()));
+    view! {
+        <Title text="Planner · Headroom"/>
+        <h1>"Planner"</h1>
+        <p class="lede">"What a request costs once training is spread over the requests it serves, and whether a cheaper-to-serve model pays for its extra training. Numbers update as you type; "<code>"50M"</code>", "<code>"1.2k"</code>" and "<code>"20,000"</code>" all work."</p>
+        <div class="planner">
+            <form class="inputs card" on:submit=|ev| ev.prevent_default()>
+                {view! {
+                <fieldset>
+                    <legend>"Volume and training"</legend>
+                    <NumberField form key="requests"/>
+                    <NumberField form key="growth" hint="Compounded monthly in the spend chart."/>
+                    <NumberField form key="retrains"/>
+                    <NumberField form key="training"/>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Serving"</legend>
+                    <FlagField form key="derive"/>
+                    <Show when=move || !form.flag("derive")>
+                        <NumberField form key="serving"/>
+                    </Show>
+                    <Show when=move || form.flag("derive")>
+                        <NodePicker form nodes=Signal::derive(node_list)/>
+                        <NumberField form key="hourly"/>
+                        <NumberField form key="throughput"/>
+                        <NumberField form key="utilization"/>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Distillation or quantization-aware training"</legend>
+                    <FlagField form key="optimize"/>
+                    <Show when=move || form.flag("optimize")>
+                        <NumberField form key="extra"/>
+                        <NumberField form key="saving"/>
+                        <NumberField form key="accuracy" hint="Negative is a loss, e.g. -0.3 for 0.3 points."/>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Uncertainty"</legend>
+                    <FlagField form key="uncertain"/>
+                    <Show when=move || form.flag("uncertain")>
+                        <p class="hint">"Give the range you are 80 % sure of; the model draws 20,000 log-normal samples."</p>
+                        <div class="pair"><NumberField form key="requests_lo"/><NumberField form key="requests_hi"/></div>
+                        <div class="pair"><NumberField form key="training_lo"/><NumberField form key="training_hi"/></div>
+                        <div class="pair"><NumberField form key="serving_lo"/><NumberField form key="serving_hi"/></div>
+                        <Show when=move || form.flag("optimize")>
+                            <div class="pair"><NumberField form key="saving_lo"/><NumberField form key="saving_hi"/></div>
+                        </Show>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                <SaveScenario kind=KIND path="/planner" form/>
+            </form>
+            <section class="outputs" aria-live="polite">
+                {move || match result.get() {
+                    Err(errors) => view! {
+                        <div class="card problems" role="alert">
+                            <h2>"Fix the marked fields"</h2>
+                            <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
+                        </div>
+                    }.into_any(),
+                    Ok(p) => view! { <PlanView p form/> }.into_any(),
+                }}
+            </section>
+        </div>
+    }
+}
+
+#[component]
+fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
+    let node = form.signal("node");
+    let pick = move |id: String| {
+        node.set(id.clone());
+        if let Some(n) = nodes.get_untracked().into_iter().find(|n| n.node_id == id) {
+            if let Some(t) = n.best_throughput_rps {
+                form.signal("throughput").set(format!("{t:.0}"));
+            }
+            if let Some(h) = n.hourly_usd {
+                form.signal("hourly").set(format!("{h}"));
+            }
+        }
+    };
+    view! {
+        <div class="field" data-field="node">
+            <label for="f-node">"Measured node"</label>
+            <select id="f-node" on:change=move |ev| pick(event_target_value(&ev))>
+                <option value="" selected=move || node.get().is_empty()>"— enter by hand —"</option>
+                {move || nodes.get().into_iter().map(|n| {
+                    let id = n.node_id.clone();
+                    let label = format!("{} · {}", n.hostname, n.best_throughput_rps.map(|t| format!("{} req/s measured", grouped(t))).unwrap_or_else(|| "no throughput".into()));
+                    view! { <option value=id.clone() selected=move || node.get() == id>{label}</option> }
+                }).collect_view()}
+            </select>
+            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size) and its price where one is known."</p>
+        </div>
+    }
+}
+
+#[component]
+fn PlanView(p: Plan, form: Form) -> impl IntoView {
+    let training = form.num("training").unwrap_or(0.0);
+    let retrains = form.num("retrains").unwrap_or(0.0);
+    let volume_svg = volume_chart(&p, training, retrains);
+    let spend_svg = spend_chart(&p, training, retrains);
+    let b = p.baseline;
+    view! {
+        <div class="cards">
+            <div class="card metric">
+                <h2>"Cost per request"</h2>
+                <p class="big" data-out="cost-per-request">{usd(b.total_cost_per_request_usd.0)}</p>
+                <p class="sub">{format!("{} training + {} serving", usd(b.training_cost_per_request_usd.0), usd(p.serving))}</p>
+            </div>
+            <div class="card metric">
+                <h2>"Monthly spend"</h2>
+                <p class="big" data-out="monthly-spend">{usd(b.monthly_total_usd.0)}</p>
+                <p class="sub">{format!("{} training + {} serving at {} requests", usd(b.monthly_training_usd.0), usd(b.monthly_serving_usd.0), count(p.requests))}</p>
+            </div>
+            {p.optimized.clone().map(|(o, be)| view! { <Verdict o be/> })}
+        </div>
+        <p class="note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
+        {p.uncertainty.clone().map(|u| view! {
+            <div class="card">
+                <h2>"With uncertainty"</h2>
+                <table class="band">
+                    <thead><tr><th></th><th class="num">"P10"</th><th class="num">"P50"</th><th class="num">"P90"</th></tr></thead>
+                    <tbody>
+                        <tr><th>"Cost per request"</th><td class="num">{usd(u.cost_per_request_usd.p10)}</td><td class="num">{usd(u.cost_per_request_usd.p50)}</td><td class="num">{usd(u.cost_per_request_usd.p90)}</td></tr>
+                        <tr><th>"Monthly spend"</th><td class="num">{usd(u.monthly_total_usd.p10)}</td><td class="num">{usd(u.monthly_total_usd.p50)}</td><td class="num">{usd(u.monthly_total_usd.p90)}</td></tr>
+                    </tbody>
+                </table>
+                {u.probability_break_even.map(|pr| view! { <p data-out="probability">{format!("Probability the optimization saves money each month: {:.0} %", pr * 100.0)}</p> })}
+                <div class="chart" inner_html=tornado_chart(&u)></div>
+            </div>
+        })}
+        <div class="chart card" data-chart="volume" inner_html=volume_svg></div>
+        <div class="chart card" data-chart="spend" inner_html=spend_svg></div>
+    }
+}
+
+#[component]
+fn Verdict(o: Amortization, be: BreakEven) -> impl IntoView {
+    let class = if be.worth_it { "card metric verdict good" } else { "card metric verdict bad" };
+    view! {
+        <div class=class>
+            <h2>"Distillation / QAT"</h2>
+            <p class="big" data-out="verdict">{if be.worth_it { "Worth it" } else { "Not worth it" }}</p>
+            <p class="sub">{format!("{} per request; net {} per month", usd(o.total_cost_per_request_usd.0), usd(be.monthly_net_usd.0))}</p>
+            <dl>
+                <dt>"Break-even"</dt>
+                <dd data-out="break-even">{be.break_even_requests_per_retrain.map(|r| format!("{} requests per retrain", count(r))).unwrap_or_else(|| "never".into())}</dd>
+                <dt>"Pays back in"</dt>
+                <dd>{be.months_to_pay_back.filter(|m| m.is_finite()).map(|m| format!("{m:.2} months")).unwrap_or_else(|| "never".into())}</dd>
+                <dt>"Accuracy"</dt>
+                <dd>{be.accuracy_delta.map(points).unwrap_or_else(|| "not given".into())}</dd>
+            </dl>
+            <p class="reason">{be.reason.clone()}</p>
+        </div>
+    }
+}
+
+// Signals outside a browser need the server build's runtime (`cargo test --workspace` enables
+// it through the server crate).
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use leptos_router::params::ParamsMap;
+
+    use super::*;
+
+    /// Signals need an owner (and, on the server build, an arena).
+    fn owned<T>(f: impl FnOnce() -> T) -> T {
+        Owner::new_root(None).with(f)
+    }
+
+    fn form(pairs: &[(&str, &str)]) -> Form {
+        let mut query = ParamsMap::new();
+        for (k, v) in pairs {
+            query.insert(k.to_string(), v.to_string());
+        }
+        Form::new(FIELDS, &query)
+    }
+
+    #[test]
+    fn the_plan_is_the_models_amortization() {
+        owned(|| {
+            let p = plan(&form(&[("requests", "50M"), ("training", "20,000"), ("serving", "0.0001")]), &[]).unwrap();
+            assert!((p.baseline.total_cost_per_request_usd.0 - (20_000.0 / 50e6 + 1e-4)).abs() < 1e-15);
+            let (_, be) = p.optimized.unwrap();
+            // 25 % of 0.0001 saved on 50M requests against 3,000 extra: 1,250 saved, 1,750 short.
+            assert!(!be.worth_it);
+            assert!((be.monthly_net_usd.0 + 1_750.0).abs() < 1e-6);
+        })
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        owned(|| {
+            let errors = plan(&form(&[("requests", "-1"), ("training", "lots")]), &[]).unwrap_err();
+            assert!(errors.contains(&"Requests per month: must be greater than zero".to_string()), "{errors:?}");
+            assert!(errors.iter().any(|e| e.starts_with("Cost of one training: “lots”")), "{errors:?}");
+        })
+    }
+
+    #[test]
+    fn derived_serving_cost_is_price_over_useful_throughput() {
+        owned(|| {
+            let f = form(&[("derive", "1"), ("hourly", "3.6"), ("throughput", "100"), ("utilization", "50")]);
+            let p = plan(&f, &[]).unwrap();
+            // 3.6 USD an hour is 0.001 USD a second, over 50 requests a second.
+            assert!((p.serving - 2e-5).abs() < 1e-15, "{}", p.serving);
+        })
+    }
+
+    #[test]
+    fn uncertainty_gives_a_band_for_each_month() {
+        owned(|| {
+            let p = plan(&form(&[("uncertain", "1")]), &[]).unwrap();
+            let u = p.uncertainty.unwrap();
+            assert!(u.cost_per_request_usd.p10 < u.cost_per_request_usd.p90);
+            assert_eq!(p.spend_band.len(), 12);
+            assert!(p.spend_band.iter().all(|&(_, lo, mid, hi)| lo <= mid && mid <= hi));
+            let crossed = plan(&form(&[("uncertain", "1"), ("requests_lo", "90M"), ("requests_hi", "80M")]), &[]);
+            assert_eq!(crossed.unwrap_err(), vec!["Requests per month: the P10 is above the P90".to_string()]);
+        })
+    }
+}

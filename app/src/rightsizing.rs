@@ -1,0 +1,386 @@
+//! Right-sizing: the cheapest instance type × precision × batch size × replica count that meets
+//! a latency SLO, from the service times agents measured on the team's nodes (and any candidate
+//! entered by hand), with the Pareto front of monthly cost against latency.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+use model::format::{bytes, points, seconds, usd, utc_minute};
+use model::memory::Precision;
+use model::rightsize::{
+    Configuration, Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source, right_size,
+};
+use model::units::{Bytes, PerSecond, Seconds, UsdPerHour};
+
+use crate::charts::{LineChart, Rule as ChartRule, Series, line_chart};
+use crate::data::MeasuredNode;
+use crate::form::{ChoiceField, FieldSpec, FlagField, Form, NumberField, Rule};
+use crate::scenarios::SaveScenario;
+
+pub const KIND: &str = "right_sizing";
+
+const PRECISIONS: &[&str] = &["fp32", "fp16", "bf16", "int8"];
+
+pub const FIELDS: &[FieldSpec] = &[
+    FieldSpec { key: "rate", label: "Request rate", unit: "requests / s", default: "2000", rule: Rule::Positive },
+    FieldSpec { key: "slo", label: "Latency SLO", unit: "ms", default: "5", rule: Rule::Positive },
+    FieldSpec { key: "quantile", label: "SLO quantile", unit: "%", default: "99", rule: Rule::Percent },
+    FieldSpec { key: "utilization", label: "Most utilization", unit: "%", default: "80", rule: Rule::Percent },
+    FieldSpec { key: "loss", label: "Accuracy loss allowed", unit: "points", default: "0.5", rule: Rule::NonNegative },
+    FieldSpec { key: "parameters", label: "Model parameters", unit: "", default: "10M", rule: Rule::Positive },
+    FieldSpec {
+        key: "activation",
+        label: "Activation memory per request",
+        unit: "bytes",
+        default: "64k",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "scale",
+        label: "Service time vs the measured reference model",
+        unit: "×",
+        default: "1",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "fallback_price",
+        label: "Price of a measured node without one",
+        unit: "USD / hour",
+        default: "1.00",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "manual", label: "Add a candidate by hand", unit: "", default: "0", rule: Rule::Flag },
+    FieldSpec { key: "m_name", label: "Instance type", unit: "", default: "g5.xlarge", rule: Rule::Text },
+    FieldSpec { key: "m_price", label: "Price", unit: "USD / hour", default: "1.006", rule: Rule::Positive },
+    FieldSpec { key: "m_memory", label: "Device memory", unit: "GiB", default: "24", rule: Rule::Positive },
+    FieldSpec { key: "m_precision", label: "Precision", unit: "", default: "fp16", rule: Rule::Choice(PRECISIONS) },
+    FieldSpec {
+        key: "m_latency",
+        label: "Service time of one request",
+        unit: "ms",
+        default: "2",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "m_cv", label: "Service-time variation (cv)", unit: "", default: "0.3", rule: Rule::NonNegative },
+];
+
+/// The candidates and the search over them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sizing {
+    pub hardware: Vec<(Hardware, String)>,
+    pub result: RightSizing,
+    pub slo_s: f64,
+    pub quantile: f64,
+}
+
+pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut num = |key: &str| {
+        form.num(key).unwrap_or_else(|e| {
+            errors.push(e);
+            f64::NAN
+        })
+    };
+    let rate = num("rate");
+    let slo = num("slo") / 1e3;
+    let quantile = num("quantile") / 100.0;
+    let utilization = num("utilization") / 100.0;
+    let loss = num("loss") / 100.0;
+    let parameters = num("parameters");
+    let activation = num("activation");
+    let scale = num("scale");
+    let fallback = num("fallback_price");
+    let manual = form.flag("manual").then(|| {
+        let price = num("m_price");
+        let memory = num("m_memory") * 1024f64.powi(3);
+        let latency = num("m_latency") / 1e3;
+        let cv = num("m_cv");
+        (price, memory, latency, cv)
+    });
+    if quantile == 0.0 {
+        errors.push("SLO quantile: must be greater than zero".into());
+    }
+    if utilization == 0.0 {
+        errors.push("Most utilization: must be greater than zero".into());
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut hardware: Vec<(Hardware, String)> = nodes
+        .iter()
+        .map(|n| {
+            let (price, note) = match n.hourly_usd {
+                Some(p) => (p, format!("price from {}", n.price_source)),
+                None => (fallback, "no known price: the fallback price entered here".to_string()),
+            };
+            let mut hw = n.hardware.clone();
+            hw.hourly_usd = UsdPerHour(price);
+            for p in &mut hw.perf {
+                p.service_time_mean_s = Seconds(p.service_time_mean_s.0 * scale);
+            }
+            let note = format!(
+                "measured on {} (run {}, {}); {note}",
+                n.hostname,
+                &n.run_id[..8.min(n.run_id.len())],
+                utc_minute(n.run_started_at_ms)
+            );
+            (hw, note)
+        })
+        .collect();
+    if let Some((price, memory, latency, cv)) = manual {
+        let precision = Precision::parse(&form.text("m_precision")).unwrap_or(Precision::Fp32);
+        let name = form.text("m_name");
+        hardware.push((
+            Hardware {
+                instance_type: if name.trim().is_empty() { "entered".into() } else { name.trim().to_string() },
+                hourly_usd: UsdPerHour(price),
+                device_memory_bytes: Bytes(memory),
+                source: Source::Catalog,
+                perf: vec![PerfPoint {
+                    precision,
+                    batch_size: 1,
+                    service_time_mean_s: Seconds(latency),
+                    service_time_cv: cv,
+                    accuracy_delta: 0.0,
+                }],
+            },
+            "entered by hand".to_string(),
+        ));
+    }
+    if hardware.is_empty() {
+        return Err(vec![
+            "No candidate: no node has a quantization run yet. Run `measurements-agent run quant` on a node, or add a candidate by hand."
+                .into(),
+        ]);
+    }
+    let input = RightSizeInput {
+        arrival_rate_rps: PerSecond(rate),
+        slo_latency_s: Seconds(slo),
+        slo_quantile: quantile,
+        max_utilization: utilization,
+        accuracy_loss_limit: loss,
+        model: ModelShape { parameters, activation_bytes_per_sample: Bytes(activation), kv_cache: Default::default() },
+        headroom_fraction: 0.1,
+        max_replicas: 1000,
+        hardware: hardware.iter().map(|(h, _)| h.clone()).collect(),
+    };
+    let result = right_size(&input).map_err(|e| vec![format!("{}: {}", e.field, e.reason)])?;
+    Ok(Sizing { hardware, result, slo_s: slo, quantile })
+}
+
+/// Monthly cost against latency at the SLO quantile, one series per instance type.
+pub fn pareto_chart(s: &Sizing) -> String {
+    let mut chart = LineChart::new(
+        "Pareto front: monthly cost vs latency",
+        "monthly cost (USD)",
+        format!("latency at P{} (log)", quantile_label(s.quantile)),
+    );
+    chart.points_only = true;
+    chart.y_log = true;
+    chart.x_format = usd;
+    chart.y_format = seconds;
+    let mut types: Vec<&str> = s.result.pareto.iter().map(|c| c.instance_type.as_str()).collect();
+    types.dedup();
+    types.sort();
+    types.dedup();
+    for t in types {
+        let pts = s
+            .result
+            .pareto
+            .iter()
+            .filter(|c| c.instance_type == t)
+            .map(|c| (c.monthly_cost_usd.0, c.latency_at_quantile_s.0))
+            .collect();
+        chart.series.push(Series::new(t, pts));
+    }
+    chart.y_rules.push(ChartRule { at: s.slo_s, label: format!("SLO {}", seconds(s.slo_s)) });
+    line_chart(&chart)
+}
+
+fn quantile_label(q: f64) -> String {
+    let p = q * 100.0;
+    if (p - p.round()).abs() < 1e-9 { format!("{p:.0}") } else { format!("{p}") }
+}
+
+fn source_label(source: &Source) -> String {
+    match source {
+        Source::Measured { run_ids } => {
+            format!("measured (run {})", run_ids.iter().map(|r| &r[..8.min(r.len())]).collect::<Vec<_>>().join(", "))
+        }
+        Source::Catalog => "entered".into(),
+    }
+}
+
+#[component]
+pub fn RightSizingPage() -> impl IntoView {
+    let query = use_query_map();
+    let form = Form::new(FIELDS, &query.get_untracked());
+    let nodes = Resource::new(|| (), |_| crate::data::measured_nodes());
+    view! {
+        <Title text="Right-sizing · Headroom"/>
+        <h1>"Right-sizing"</h1>
+        <p class="lede">"The cheapest configuration that meets your latency SLO, from service times measured on your nodes. Every configuration on the Pareto front is one no other beats on both cost and latency."</p>
+        <div class="planner">
+            <form class="inputs card" on:submit=|ev| ev.prevent_default()>
+                {view! {
+                <fieldset>
+                    <legend>"Load and SLO"</legend>
+                    <NumberField form key="rate"/>
+                    <NumberField form key="slo"/>
+                    <NumberField form key="quantile"/>
+                    <NumberField form key="utilization"/>
+                    <NumberField form key="loss" hint="Largest accuracy drop against FP32 you accept."/>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Model"</legend>
+                    <NumberField form key="parameters"/>
+                    <NumberField form key="activation"/>
+                    <NumberField form key="scale" hint="The agents time a reference model; if yours takes 40× its time per request, enter 40."/>
+                    <NumberField form key="fallback_price"/>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Candidate entered by hand"</legend>
+                    <FlagField form key="manual"/>
+                    <Show when=move || form.flag("manual")>
+                        <TextField form key="m_name"/>
+                        <NumberField form key="m_price"/>
+                        <NumberField form key="m_memory"/>
+                        <ChoiceField form key="m_precision" labels=&["FP32", "FP16", "BF16", "INT8"]/>
+                        <NumberField form key="m_latency"/>
+                        <NumberField form key="m_cv"/>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                <SaveScenario kind=KIND path="/right-sizing" form/>
+            </form>
+            <section class="outputs" aria-live="polite">
+                <Suspense fallback=|| view! { <p>"Loading measured nodes…"</p> }>
+                    {move || Suspend::new(async move {
+                        match nodes.await {
+                            Err(err) => view! { <p class="error">{format!("Could not load the measured nodes: {}", crate::scenarios::clean(&err))}</p> }.into_any(),
+                            Ok(fleet) => view! { <Outputs form nodes=fleet.nodes/> }.into_any(),
+                        }
+                    })}
+                </Suspense>
+            </section>
+        </div>
+    }
+}
+
+#[component]
+fn TextField(form: Form, key: &'static str) -> impl IntoView {
+    let spec = form.spec(key);
+    let value = form.signal(key);
+    let id = format!("f-{key}");
+    view! {
+        <div class="field" data-field=key>
+            <label for=id.clone()>{spec.label}</label>
+            <input id=id name=key type="text" value=value.get_untracked() prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev))/>
+        </div>
+    }
+}
+
+#[component]
+fn Outputs(form: Form, nodes: Vec<MeasuredNode>) -> impl IntoView {
+    let result = Memo::new(move |_| size(&form, &nodes));
+    move || match result.get() {
+        Err(errors) => view! {
+            <div class="card problems" role="alert">
+                <h2>"Fix the marked fields"</h2>
+                <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
+            </div>
+        }
+        .into_any(),
+        Ok(s) => view! { <SizingView s/> }.into_any(),
+    }
+}
+
+#[component]
+fn SizingView(s: Sizing) -> impl IntoView {
+    let chart = pareto_chart(&s);
+    let q = quantile_label(s.quantile);
+    let cheapest = s.result.cheapest.clone();
+    view! {
+        {match cheapest {
+            Some(c) => view! { <Recommendation c q=q.clone()/> }.into_any(),
+            None => view! {
+                <div class="card verdict bad" role="status">
+                    <h2>"No configuration meets every constraint"</h2>
+                    <p>"Loosen the SLO, allow more accuracy loss, or add hardware. Why each candidate failed is listed below."</p>
+                </div>
+            }.into_any(),
+        }}
+        <div class="chart card" data-chart="pareto" inner_html=chart></div>
+        <div class="card">
+            <h2>"Alternatives on the Pareto front"</h2>
+            <div class="table-wrap">
+                <table class="alternatives">
+                    <thead><tr><th>"Instance"</th><th>"Precision"</th><th class="num">"Batch"</th><th class="num">"Replicas"</th><th class="num">"Monthly cost"</th><th class="num">{format!("P{q} latency")}</th><th class="num">"Utilization"</th><th class="num">"Accuracy"</th><th>"Figures"</th></tr></thead>
+                    <tbody>
+                        {s.result.pareto.iter().map(|c| view! {
+                            <tr>
+                                <td>{c.instance_type.clone()}</td>
+                                <td>{c.precision.as_str()}</td>
+                                <td class="num">{c.batch_size}</td>
+                                <td class="num">{c.replicas}</td>
+                                <td class="num">{usd(c.monthly_cost_usd.0)}</td>
+                                <td class="num">{seconds(c.latency_at_quantile_s.0)}</td>
+                                <td class="num">{format!("{:.0} %", c.utilization * 100.0)}</td>
+                                <td class="num">{points(c.accuracy_delta)}</td>
+                                <td>{source_label(&c.source)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            <p class="note">{format!("{} configurations examined, {} meet every constraint.", s.result.evaluated, s.result.feasible)}</p>
+        </div>
+        <div class="card">
+            <h2>"Hardware considered"</h2>
+            <div class="table-wrap">
+                <table class="hardware">
+                    <thead><tr><th>"Instance"</th><th class="num">"Price"</th><th class="num">"Memory"</th><th>"Where the figures come from"</th></tr></thead>
+                    <tbody>
+                        {s.hardware.iter().map(|(h, note)| view! {
+                            <tr>
+                                <td>{h.instance_type.clone()}</td>
+                                <td class="num">{format!("{}/h", usd(h.hourly_usd.0))}</td>
+                                <td class="num">{bytes(h.device_memory_bytes.0)}</td>
+                                <td>{note.clone()}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            {(!s.result.rejected.is_empty()).then(|| view! {
+                <h3>"Rejected"</h3>
+                <ul class="rejected">
+                    {s.result.rejected.iter().map(|r| view! { <li>{format!("{} at {}: {}", r.instance_type, r.precision.as_str(), r.reason)}</li> }).collect_view()}
+                </ul>
+            })}
+        </div>
+    }
+}
+
+#[component]
+fn Recommendation(c: Configuration, q: String) -> impl IntoView {
+    view! {
+        <div class="card metric verdict good" data-out="recommendation">
+            <h2>"Cheapest configuration"</h2>
+            <p class="big">{format!("{} × {}", c.replicas, c.instance_type)}</p>
+            <dl>
+                <dt>"Precision"</dt><dd>{c.precision.as_str()}</dd>
+                <dt>"Batch size"</dt><dd>{c.batch_size}</dd>
+                <dt>"Monthly cost"</dt><dd data-out="monthly-cost">{usd(c.monthly_cost_usd.0)}</dd>
+                <dt>{format!("P{q} latency")}</dt><dd>{seconds(c.latency_at_quantile_s.0)}</dd>
+                <dt>"Utilization"</dt><dd>{format!("{:.0} %", c.utilization * 100.0)}</dd>
+                <dt>"Accuracy"</dt><dd>{points(c.accuracy_delta)}</dd>
+                <dt>"Figures"</dt><dd>{source_label(&c.source)}</dd>
+            </dl>
+        </div>
+    }
+}

@@ -1,0 +1,248 @@
+//! One run: per suite, the charts that fit its figures, the same figure across the node's runs,
+//! and every measurement in a table.
+
+use std::collections::BTreeMap;
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+use model::format::{bytes, bytes_per_second, points as accuracy_points, seconds, utc_minute};
+use model::measured::transport_points;
+use model::{Measurement, MeasurementStatus, Suite, Unit};
+
+use crate::charts::{LineChart, Rule as ChartRule, Series, line_chart};
+use crate::data::{RunView, TrendPoint, run_page};
+
+/// memcpy bandwidth against buffer size, one line per thread count.
+pub fn bandwidth_chart(ms: &[Measurement]) -> Option<String> {
+    let mut by_threads: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut limits = Vec::new();
+    for m in ms.iter().filter(|m| m.unit == Unit::BytesPerSecond && m.status == MeasurementStatus::Ok) {
+        let (Some(stats), Some(size)) = (m.stats, m.parameters.get("bytes").and_then(|b| b.parse::<f64>().ok())) else {
+            continue;
+        };
+        let threads = m.parameters.get("threads").and_then(|t| t.parse().ok()).unwrap_or(1);
+        by_threads.entry(threads).or_default().push((size, stats.p50));
+        if let Some(f) = &m.floor {
+            limits.push(ChartRule { at: f.value, label: f.name.replace('_', " ") });
+        }
+    }
+    if by_threads.is_empty() {
+        return None;
+    }
+    let mut chart = LineChart::new("Bandwidth vs transfer size", "transfer size (log)", "bandwidth (median)");
+    chart.x_log = true;
+    chart.x_format = bytes;
+    chart.y_format = bytes_per_second;
+    for (threads, mut pts) in by_threads {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart.series.push(Series::new(format!("memcpy, {threads} thread{}", if threads == 1 { "" } else { "s" }), pts));
+    }
+    limits.dedup_by(|a, b| a.label == b.label);
+    chart.y_rules = limits;
+    Some(line_chart(&chart))
+}
+
+/// The latency distribution of each transport's closed-loop round trip at one payload size, as
+/// the cumulative fraction at its measured percentiles.
+pub fn cdf_chart(ms: &[Measurement]) -> Option<String> {
+    let rows: Vec<&Measurement> = ms
+        .iter()
+        .filter(|m| m.suite == Suite::Transport && m.case == "round_trip" && m.status == MeasurementStatus::Ok)
+        .filter(|m| m.parameters.get("load").map(String::as_str) == Some("closed"))
+        .collect();
+    let payload = rows.iter().filter_map(|m| m.parameters.get("payload_bytes")?.parse::<u64>().ok()).min()?;
+    let placement = ["different_cores", "cross_node", "same_core"]
+        .into_iter()
+        .find(|p| rows.iter().any(|m| m.parameters.get("placement").map(String::as_str) == Some(*p)))?;
+    let mut chart = LineChart::new(
+        format!("Round-trip latency CDF, {} payload, {}", bytes(payload as f64), placement.replace('_', " ")),
+        "round trip (log)",
+        "fraction of requests",
+    );
+    chart.x_log = true;
+    chart.x_format = seconds;
+    chart.y_format = |v| format!("{:.0} %", v * 100.0);
+    for m in rows {
+        let p = &m.parameters;
+        if p.get("payload_bytes").and_then(|b| b.parse::<u64>().ok()) != Some(payload)
+            || p.get("placement").map(String::as_str) != Some(placement)
+        {
+            continue;
+        }
+        let Some(s) = m.stats else { continue };
+        let name = match p.get("wait") {
+            Some(w) => format!("{} ({w})", p.get("transport").cloned().unwrap_or_default()),
+            None => p.get("transport").cloned().unwrap_or_default(),
+        };
+        chart.series.push(Series::new(name, vec![(s.p50, 0.5), (s.p90, 0.9), (s.p99, 0.99), (s.p999, 0.999)]));
+    }
+    Some(line_chart(&chart))
+}
+
+/// P99 round trip against payload size per transport, with the floors measured beside them.
+pub fn payload_chart(run_id: &str, ms: &[Measurement], placement: &str) -> Option<String> {
+    let points: Vec<_> = transport_points(run_id, ms).into_iter().filter(|p| p.placement == placement).collect();
+    if points.is_empty() {
+        return None;
+    }
+    Some(crate::transport_page::latency_chart(&points, placement))
+}
+
+/// Each quantized variant's batch latency against its accuracy, its weight memory in the legend.
+pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
+    let value = |case: &str, variant: &str, batch: Option<&str>| {
+        ms.iter()
+            .find(|m| {
+                m.case == case
+                    && m.parameters.get("variant").map(String::as_str) == Some(variant)
+                    && batch.is_none_or(|b| m.parameters.get("batch").map(String::as_str) == Some(b))
+            })
+            .and_then(|m| m.stats)
+            .map(|s| s.p50)
+    };
+    let batch = ms
+        .iter()
+        .filter(|m| m.case == "mlp_latency")
+        .filter_map(|m| m.parameters.get("batch")?.parse::<u32>().ok())
+        .max()?
+        .to_string();
+    let mut variants: Vec<&str> = ms
+        .iter()
+        .filter(|m| m.case == "mlp_accuracy")
+        .filter_map(|m| m.parameters.get("variant").map(String::as_str))
+        .collect();
+    variants.dedup();
+    let mut chart = LineChart::new(
+        format!("Precision trade-off: latency at batch {batch} vs accuracy"),
+        format!("latency of a batch of {batch} (median)"),
+        "top-1 accuracy",
+    );
+    chart.points_only = true;
+    chart.y_from_zero = false;
+    chart.x_format = seconds;
+    chart.y_format = |v| format!("{:.1} %", v * 100.0);
+    for v in variants {
+        if let (Some(lat), Some(acc)) = (value("mlp_latency", v, Some(&batch)), value("mlp_accuracy", v, None)) {
+            let memory = value("mlp_weight_bytes", v, None).map(bytes).unwrap_or_default();
+            chart.series.push(Series::new(format!("{v} ({memory})"), vec![(lat, acc)]));
+        }
+    }
+    if chart.series.is_empty() {
+        return None;
+    }
+    Some(line_chart(&chart))
+}
+
+fn trend_chart(name: &str, unit: &str, points: &[TrendPoint]) -> String {
+    let mut chart = LineChart::new(
+        format!("{name} across this node's runs"),
+        "run start (days before the newest)",
+        unit.to_string(),
+    );
+    let newest = points.iter().map(|p| p.started_at_ms).max().unwrap_or(0);
+    chart.x_format = |v| format!("{v:.1}");
+    chart.y_format = match unit {
+        "bytes_per_second" => bytes_per_second,
+        "seconds" => seconds,
+        _ => |v| format!("{v:.3}"),
+    };
+    chart.series.push(Series::new(
+        name,
+        points.iter().map(|p| (-((newest - p.started_at_ms) as f64) / 86_400_000.0, p.value)).collect(),
+    ));
+    line_chart(&chart)
+}
+
+fn stat_text(m: &Measurement) -> String {
+    match (m.status, m.stats) {
+        (MeasurementStatus::Ok, Some(s)) => match m.unit {
+            Unit::Seconds => format!("{} (P99 {})", seconds(s.p50), seconds(s.p99)),
+            Unit::BytesPerSecond => bytes_per_second(s.p50),
+            Unit::Bytes => bytes(s.p50),
+            Unit::FlopPerSecond => format!("{:.2} GFLOP/s", s.p50 / 1e9),
+            Unit::RequestsPerSecond => format!("{:.0} req/s", s.p50),
+            Unit::Ratio if m.case.contains("accuracy_delta") => accuracy_points(s.p50),
+            _ => format!("{:.4}", s.p50),
+        },
+        _ => m.reason.clone().unwrap_or_else(|| m.status.as_str().to_string()),
+    }
+}
+
+#[component]
+pub fn RunPageView() -> impl IntoView {
+    let params = use_params_map();
+    let data = Resource::new(move || params.read().get("id").unwrap_or_default(), run_page);
+    view! {
+        <Title text="Run · Headroom"/>
+        <Suspense fallback=|| view! { <p>"Loading the run…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(view) => view! { <Run view/> }.into_any(),
+                    Err(err) => view! { <h1>"Run"</h1><p class="error">{format!("Could not load the run: {}", crate::scenarios::clean(&err))}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Run(view: RunView) -> impl IntoView {
+    let run = view.detail.run.clone();
+    let ms = view.detail.measurements.clone();
+    let id = run.run_id.to_string();
+    let mut charts: Vec<(&'static str, String)> = Vec::new();
+    if let Some(c) = bandwidth_chart(&ms) {
+        charts.push(("bandwidth", c));
+    }
+    if let Some(c) = cdf_chart(&ms) {
+        charts.push(("cdf", c));
+    }
+    for placement in ["different_cores", "cross_node"] {
+        if let Some(c) = payload_chart(&id, &ms, placement) {
+            charts.push(("payload", c));
+        }
+    }
+    if let Some(c) = precision_chart(&ms) {
+        charts.push(("precision", c));
+    }
+    for (name, unit, pts) in &view.trends {
+        if pts.len() >= 2 {
+            charts.push(("trend", trend_chart(name, unit, pts)));
+        }
+    }
+    let suites = run.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    view! {
+        <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>
+        <p class="lede">{format!("{} · suites {} · {} measurements · agent {} {} · status {}", utc_minute(run.started_at_ms), suites, run.measurement_count, run.agent_name, run.agent_version, run.status.as_str())}</p>
+        <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
+        {charts.into_iter().map(|(kind, svg)| view! { <div class="chart card" data-chart=kind inner_html=svg></div> }).collect_view()}
+        <h2>"This node's runs"</h2>
+        <ul class="node-runs">
+            {view.node_runs.iter().map(|r| {
+                let rid = r.run_id.to_string();
+                let current = rid == id;
+                view! { <li class:current=current><a href=format!("/runs/{rid}")>{utc_minute(r.started_at_ms)}</a>{format!(" · {}", r.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))}</li> }
+            }).collect_view()}
+        </ul>
+        <details class="card">
+            <summary>{format!("All {} measurements", ms.len())}</summary>
+            <div class="table-wrap">
+                <table class="measurements">
+                    <thead><tr><th>"Suite"</th><th>"Case"</th><th>"Parameters"</th><th>"Median"</th><th>"Floor"</th></tr></thead>
+                    <tbody>
+                        {ms.iter().map(|m| view! {
+                            <tr class=format!("status {}", m.status.as_str())>
+                                <td>{m.suite.as_str()}</td>
+                                <td>{m.case.clone()}</td>
+                                <td class="params">{m.parameters.iter().filter(|(k, _)| k.as_str() != "cpu_features").map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td>
+                                <td>{stat_text(m)}</td>
+                                <td>{m.floor.as_ref().map(|f| format!("{} {}", f.name, if m.unit == Unit::Seconds { seconds(f.value) } else { format!("{:.3e}", f.value) })).unwrap_or_default()}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </details>
+    }
+}

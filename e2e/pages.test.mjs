@@ -1,0 +1,154 @@
+// Browser tests of the planning pages, on the real server with this machine's real
+// measurements (system, quant and transport suites of the real agent), in headless Chromium.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { hostname } from 'node:os';
+import { startServer, launch, watchedPage, signIn, hydrated, screenshot } from './harness.mjs';
+
+let env;
+let browser;
+
+before(async () => {
+  env = await startServer(['system', 'quant', 'transport']);
+  browser = await launch();
+});
+
+after(async () => {
+  await browser?.close();
+  env?.stop();
+});
+
+const WIDE = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
+
+async function noNaN(page) {
+  const text = await page.locator('main').innerText();
+  assert.doesNotMatch(text, /\bNaN\b|\binf\b|undefined/, 'the page shows no NaN');
+}
+
+test('planner: the cost per request follows the volume without a page load; bad input is marked at the field', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/planner');
+  await hydrated(page);
+  const cost = page.locator('[data-out=cost-per-request]');
+  const before = await cost.innerText();
+  assert.match(before, /^\$0\.000\d+$/);
+  // A page load would lose this marker.
+  await page.evaluate(() => { window.__stillHere = true; });
+
+  await page.fill('#f-requests', '5M');
+  await page.waitForFunction((old) => document.querySelector('[data-out=cost-per-request]')?.textContent !== old, before);
+  const after = await cost.innerText();
+  assert.notEqual(after, before);
+  // 20,000 USD of training over 5M instead of 50M requests: +0.0036 USD per request.
+  const dollars = (s) => Number(s.replace(/[$,]/g, ''));
+  assert.ok(Math.abs(dollars(after) - dollars(before) - (20000 / 5e6 - 20000 / 50e6)) < 1e-5, `${before} → ${after}`);
+  assert.equal(await page.evaluate(() => window.__stillHere), true, 'no page load');
+  assert.match(await page.locator('[data-chart=volume] svg').getAttribute('aria-label'), /Cost per request/);
+  assert.match(await page.locator('[data-chart=volume]').innerHTML(), /break-even/);
+  assert.match(await page.locator('[data-out=verdict]').innerText(), /worth it/i);
+
+  await page.fill('#f-requests', '-5');
+  const field = page.locator('.field[data-field=requests]');
+  await field.locator('.field-error', { hasText: 'must be greater than zero' }).waitFor();
+  assert.match(await field.getAttribute('class'), /invalid/);
+  assert.match(await page.locator('.problems').innerText(), /Requests per month: must be greater than zero/);
+  await noNaN(page);
+
+  await page.fill('#f-requests', '50M');
+  await page.check('input[name=uncertain]');
+  await page.locator('svg[aria-label^="What moves the cost per request"]').waitFor();
+  assert.match(await page.locator('[data-out=probability]').innerText(), /Probability the optimization saves money each month: \d+ %/);
+  assert.match(await page.locator('[data-chart=spend]').innerHTML(), /P10–P90/);
+  await noNaN(page);
+  await screenshot(page, 'planner-1280');
+  await page.setViewportSize(PHONE);
+  await screenshot(page, 'planner-390');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('right-sizing: a recommendation and a Pareto chart from the stored quantization run', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/right-sizing');
+  const rec = page.locator('[data-out=recommendation]');
+  await rec.waitFor();
+  assert.match(await rec.innerText(), new RegExp(`\\d+ × ${hostname()}`), 'the measured node is the hardware');
+  assert.match(await rec.innerText(), /measured \(run [0-9a-f]{8}\)/);
+  assert.match(await page.locator('[data-chart=pareto] svg').getAttribute('aria-label'), /Pareto/);
+  assert.ok(await page.locator('table.alternatives tbody tr').count() >= 1);
+  assert.match(await page.locator('table.hardware').innerText(), /no known price: the fallback price/);
+  await hydrated(page);
+  // A served model 2,000× the reference model's cost needs more replicas: the cost follows.
+  const monthly = await page.locator('[data-out=monthly-cost]').innerText();
+  await page.fill('#f-scale', '2000');
+  await page.waitForFunction((old) => document.querySelector('[data-out=monthly-cost]')?.textContent !== old, monthly);
+  // A tighter SLO than any batch can meet leaves nothing, and the page says so.
+  await page.fill('#f-slo', '0.000001');
+  await page.getByText('No configuration meets every constraint').waitFor();
+  await noNaN(page);
+  await page.fill('#f-slo', '5');
+  await rec.waitFor();
+  await screenshot(page, 'right-sizing-1280');
+  await page.setViewportSize(PHONE);
+  await screenshot(page, 'right-sizing-390');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('scenarios: save the planner inputs, list them, reopen them', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/planner');
+  await hydrated(page);
+  await page.fill('#f-requests', '123M');
+  await page.fill('#f-training', '45000');
+  await page.fill('#scenario-name', 'Launch plan');
+  await page.click('button:has-text("Save")');
+  await page.getByRole('status').filter({ hasText: 'Saved “Launch plan”' }).waitFor();
+  const share = await page.locator('a.share').getAttribute('href');
+  assert.match(share, /requests=123M/);
+
+  await page.goto(`${env.base}/scenarios`);
+  const link = page.locator('table.scenarios a', { hasText: 'Launch plan' });
+  await link.waitFor();
+  assert.match(await page.locator('table.scenarios').innerText(), /Planner\s+admin/);
+  await screenshot(page, 'scenarios-1280');
+  await link.click();
+  await page.waitForURL(/\/planner\?/);
+  assert.equal(await page.inputValue('#f-requests'), '123M');
+  assert.equal(await page.inputValue('#f-training'), '45000');
+  assert.equal(await page.inputValue('#scenario-name'), 'Launch plan');
+  // 45,000 USD over 123M requests plus 0.0001 serving.
+  assert.equal(await page.locator('[data-out=cost-per-request]').innerText(), '$0.000466');
+
+  // The shared link alone carries the inputs.
+  await page.goto(`${env.base}${share}`);
+  assert.equal(await page.inputValue('#f-requests'), '123M');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('transport and run pages: a recommendation with its reason, and the run charts', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/transport');
+  const pick = page.locator('[data-out=transport]');
+  await pick.waitFor();
+  assert.ok((await pick.innerText()).length > 0);
+  assert.ok(await page.locator('table.transports tbody tr').count() >= 3);
+  assert.match(await page.locator('[data-chart=transport]').innerHTML(), /floor/);
+  await noNaN(page);
+  await screenshot(page, 'transport-1280');
+
+  await page.goto(`${env.base}/fleet`);
+  await page.locator('table a[href^="/runs/"]').first().click();
+  await page.waitForURL(/\/runs\/[0-9a-f-]{36}$/);
+  for (const kind of ['bandwidth', 'cdf', 'payload', 'precision']) {
+    await page.locator(`[data-chart=${kind}] svg`).first().waitFor();
+  }
+  await noNaN(page);
+  await screenshot(page, 'run-1280');
+  await page.setViewportSize(PHONE);
+  await screenshot(page, 'run-390');
+  assert.deepEqual(problems, []);
+  await context.close();
+});

@@ -1,0 +1,82 @@
+//! Saved scenarios (page inputs under a name) and price look-ups for the pages.
+
+use std::collections::BTreeMap;
+
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use super::{Store, now_ms};
+
+/// A stored scenario, with the name of who saved it.
+#[derive(Debug, Clone, FromRow)]
+pub struct ScenarioRecord {
+    pub id: String,
+    pub name: String,
+    pub kind: String,
+    pub inputs_json: String,
+    pub created_by: Option<String>,
+    pub created_at_ms: i64,
+}
+
+impl ScenarioRecord {
+    pub fn inputs(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        Ok(serde_json::from_str(&self.inputs_json)?)
+    }
+}
+
+const SELECT: &str = "SELECT s.id, s.name, s.kind, s.inputs_json, u.name AS created_by, s.created_at_ms \
+                      FROM scenarios s LEFT JOIN users u ON u.id = s.created_by";
+
+impl Store {
+    pub async fn insert_scenario(
+        &self,
+        kind: &str,
+        name: &str,
+        inputs: &BTreeMap<String, String>,
+        user_id: &str,
+    ) -> anyhow::Result<ScenarioRecord> {
+        let id = Uuid::new_v4().to_string();
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO scenarios (id, name, kind, inputs_json, created_by, created_at_ms, updated_at_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6)",
+        )
+        .bind(&id)
+        .bind(name)
+        .bind(kind)
+        .bind(serde_json::to_string(inputs)?)
+        .bind(user_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        self.scenario(&id).await?.ok_or_else(|| anyhow::anyhow!("scenario {id} vanished after insert"))
+    }
+
+    pub async fn scenario(&self, id: &str) -> anyhow::Result<Option<ScenarioRecord>> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE s.id = $1")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// Newest first.
+    pub async fn list_scenarios(&self, limit: u32) -> anyhow::Result<Vec<ScenarioRecord>> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "{SELECT} ORDER BY s.created_at_ms DESC, s.id DESC LIMIT {limit}"
+        )))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The newest on-demand catalog price of an instance type: (USD per hour, "source, as-of").
+    pub async fn catalog_price(&self, instance_type: &str) -> anyhow::Result<Option<(f64, String)>> {
+        let row: Option<(f64, String, String)> = sqlx::query_as(
+            "SELECT hourly_usd, source, as_of FROM price_catalog WHERE instance_type = $1 \
+             AND purchase_option = 'on_demand' ORDER BY as_of DESC, id LIMIT 1",
+        )
+        .bind(instance_type)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(price, source, as_of)| (price, format!("the price catalog ({source}, {as_of})"))))
+    }
+}

@@ -1,0 +1,92 @@
+//! Saved scenarios through the real router on a real port, on SQLite and Postgres: saved by a
+//! planner, read by a viewer, refused with the field named when wrong, never stored partly.
+
+mod common;
+
+use common::{databases, post, spawn};
+use headroom_server::auth::Role;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+async fn get(app: &common::TestApp, token: &str, path: &str) -> (StatusCode, Value) {
+    let response = app.http.get(app.url(path)).bearer_auth(token).send().await.expect("send");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_planner_saves_a_scenario_and_a_viewer_reopens_it() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let planner = app.user_token(Role::Planner).await;
+        let viewer = app.user_token(Role::Viewer).await;
+        let body = json!({"kind": "planner", "name": "  Q3 launch ", "inputs": {"requests": "123M", "growth": "5", "uncertain": "1"}});
+        let (status, saved) = post(&app, Some(&planner), "/api/v1/scenarios", body.to_string()).await;
+        assert_eq!(status, StatusCode::CREATED, "{saved}");
+        assert_eq!(saved["name"], "Q3 launch", "the name is trimmed");
+        assert_eq!(saved["query"], "growth=5&requests=123M&uncertain=1");
+        assert!(saved["created_by"].as_str().unwrap().starts_with("planner-"));
+
+        let id = saved["id"].as_str().unwrap();
+        let (status, one) = get(&app, &viewer, &format!("/api/v1/scenarios/{id}")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(one, saved);
+        let (status, list) = get(&app, &viewer, "/api/v1/scenarios").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(list.as_array().unwrap().len(), 1);
+        let (status, _) = get(&app, &viewer, "/api/v1/scenarios/no-such-id").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+
+        // A viewer may read but not save.
+        let (status, refused) = post(&app, Some(&viewer), "/api/v1/scenarios", body.to_string()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn wrong_scenarios_are_refused_with_the_field_named_and_nothing_stored() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let planner = app.user_token(Role::Planner).await;
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({"kind": "budget", "name": "x", "inputs": {}}), "kind"),
+            (json!({"kind": "planner", "name": "   ", "inputs": {}}), "name"),
+            (json!({"kind": "planner", "name": "x".repeat(121), "inputs": {}}), "name"),
+            (json!({"kind": "planner", "name": "x", "inputs": {"requests": "-5"}}), "inputs.requests"),
+            (json!({"kind": "planner", "name": "x", "inputs": {"requests": "NaN"}}), "inputs.requests"),
+            (json!({"kind": "planner", "name": "x", "inputs": {"color": "blue"}}), "inputs.color"),
+            (json!({"kind": "right_sizing", "name": "x", "inputs": {"quantile": "100"}}), "inputs.quantile"),
+        ];
+        for (body, field) in cases {
+            let (status, answer) = post(&app, Some(&planner), "/api/v1/scenarios", body.to_string()).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {answer}");
+            assert_eq!(answer["field"], field, "{body}: {answer}");
+        }
+        let (status, _) = post(&app, Some(&planner), "/api/v1/scenarios", "{\"kind\": ").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let (status, answer) =
+            post(&app, Some(&planner), "/api/v1/scenarios", r#"{"kind": 5, "name": "x", "inputs": {}}"#).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        let huge = json!({"kind": "planner", "name": "x", "inputs": {"requests": "1".repeat(70_000)}});
+        let (status, _) = post(&app, Some(&planner), "/api/v1/scenarios", huge.to_string()).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        let response = app
+            .http
+            .post(app.url("/api/v1/scenarios"))
+            .bearer_auth(&planner)
+            .header("content-type", "text/plain")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let (status, _) = post(&app, None, "/api/v1/scenarios", "{}").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let (_, list) = get(&app, &planner, "/api/v1/scenarios").await;
+        assert_eq!(list, json!([]), "nothing was stored");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
