@@ -37,7 +37,7 @@ async function waitReady(url, ms) {
 }
 
 /** Starts the server and uploads one run of `suites` measured on this machine by the agent. */
-export async function startServer(suites) {
+export async function startServer(suites, agentArgs = []) {
   assert.ok(serverBin && agentBin && siteRoot, 'run through `cargo xtask test`, which sets the binaries and site');
   const dataDir = mkdtempSync(join(tmpdir(), 'headroom-e2e-'));
   const env = { ...process.env, HEADROOM_DATA_DIR: dataDir };
@@ -48,7 +48,7 @@ export async function startServer(suites) {
   const server = spawn(serverBin, ['serve', '--listen', `127.0.0.1:${port}`, '--site-root', siteRoot], { env, stdio: 'inherit' });
   await waitReady(base, 30_000);
   const token = readFileSync(join(dataDir, 'agent-token'), 'utf8').trim();
-  execFileSync(agentBin, ['run', ...suites, '--quick', '--server', base, '--spool', join(dataDir, 'spool')], {
+  execFileSync(agentBin, ['run', ...suites, '--quick', ...agentArgs, '--server', base, '--spool', join(dataDir, 'spool')], {
     env: { ...env, HEADROOM_TOKEN: token },
     stdio: 'inherit',
   });

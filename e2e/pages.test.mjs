@@ -2,14 +2,14 @@
 // measurements (system, quant and transport suites of the real agent), in headless Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { hostname } from 'node:os';
 import { startServer, launch, watchedPage, signIn, hydrated, screenshot } from './harness.mjs';
 
 let env;
 let browser;
 
 before(async () => {
-  env = await startServer(['system', 'quant', 'transport']);
+  // The node says which instance type it is, so right-sizing prices it from the catalog.
+  env = await startServer(['system', 'quant', 'transport'], ['--instance-type', 'c7i.2xlarge']);
   browser = await launch();
 });
 
@@ -73,11 +73,11 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   await signIn(page, env.base, env.password, '/right-sizing');
   const rec = page.locator('[data-out=recommendation]');
   await rec.waitFor();
-  assert.match(await rec.innerText(), new RegExp(`\\d+ × ${hostname()}`), 'the measured node is the hardware');
+  assert.match(await rec.innerText(), /\d+ × c7i\.2xlarge/, 'the measured node is the hardware');
   assert.match(await rec.innerText(), /measured \(run [0-9a-f]{8}\)/);
   assert.match(await page.locator('[data-chart=pareto] svg').getAttribute('aria-label'), /Pareto/);
   assert.ok(await page.locator('table.alternatives tbody tr').count() >= 1);
-  assert.match(await page.locator('table.hardware').innerText(), /no known price: the fallback price/);
+  assert.match(await page.locator('table.hardware').innerText(), /\$0\.36\/h.*price from price catalog v1 \(AWS EC2/s);
   await hydrated(page);
   // A served model 2,000× the reference model's cost needs more replicas: the cost follows.
   const monthly = await page.locator('[data-out=monthly-cost]').innerText();
@@ -149,6 +149,32 @@ test('transport and run pages: a recommendation with its reason, and the run cha
   await screenshot(page, 'run-1280');
   await page.setViewportSize(PHONE);
   await screenshot(page, 'run-390');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('admin: the shipped price catalog, a refused import located cell by cell, then a new version', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/admin');
+  const version = page.locator('[data-out=catalog-version]');
+  await version.waitFor();
+  assert.match(await version.innerText(), /^Version 1 — the catalog shipped with Headroom/);
+  assert.match(await page.locator('table.prices').innerText(), /p5\.48xlarge\s+8 × NVIDIA H100 80GB/);
+  await hydrated(page);
+  const csv = await page.inputValue('#catalog-csv');
+  await page.fill('#catalog-csv', csv.replace(',1.006,', ',1.0.6,'));
+  await page.click('button:has-text("Import as a new version")');
+  const alert = page.locator('.problems[role=alert]');
+  await alert.waitFor();
+  assert.match(await alert.innerText(), /1 problem in the catalog; nothing was imported/);
+  assert.match(await alert.innerText(), /line \d+, column hourly_usd: “1\.0\.6” is not an amount in USD/);
+  await screenshot(page, 'admin-refused-1280');
+  await page.fill('#catalog-csv', csv.replace(',1.006,', ',1.1,'));
+  await page.click('button:has-text("Import as a new version")');
+  await page.getByRole('status').filter({ hasText: 'Imported version 2' }).waitFor();
+  await page.locator('[data-out=catalog-version]', { hasText: 'Version 2 — imported by admin' }).waitFor();
+  assert.match(await page.locator('table.prices').innerText(), /g5\.xlarge.*\$1\.10\b/);
+  await screenshot(page, 'admin-1280');
   assert.deepEqual(problems, []);
   await context.close();
 });

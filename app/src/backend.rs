@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use model::FleetView;
 
-use crate::data::{MeasuredFleet, RunView, ScenarioView, TransportRun};
+use crate::data::{CatalogView, ImportOutcome, MeasuredFleet, RunView, ScenarioView, TransportRun};
 
 type Answer<T> = BoxFuture<'static, Result<T, String>>;
 
@@ -32,6 +32,10 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Answer<ScenarioView>;
     /// Saved scenarios, newest first.
     fn scenarios(&self, headers: http::HeaderMap) -> Answer<Vec<ScenarioView>>;
+    /// The current price catalog.
+    fn price_catalog(&self, headers: http::HeaderMap) -> Answer<CatalogView>;
+    /// Replaces the price catalog with a CSV.
+    fn import_prices(&self, headers: http::HeaderMap, csv: String) -> Answer<ImportOutcome>;
 }
 
 /// The context value the server provides.

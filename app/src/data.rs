@@ -68,6 +68,8 @@ pub struct ScenarioView {
     pub query: String,
     pub created_by: Option<String>,
     pub created_at_ms: i64,
+    /// The price catalog version current when it was saved.
+    pub catalog_version: Option<i64>,
 }
 
 impl ScenarioView {
@@ -84,6 +86,44 @@ pub fn page_of(kind: &str) -> &'static str {
         "right_sizing" => "/right-sizing",
         _ => "/planner",
     }
+}
+
+/// One priced instance type as the Admin page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriceRowView {
+    pub provider: String,
+    pub instance_type: String,
+    /// `8 × NVIDIA H100 80GB`, or empty for CPU-only.
+    pub gpus: String,
+    pub vcpus: Option<u32>,
+    pub memory_bytes: Option<u64>,
+    pub hourly_micro_usd: i64,
+    pub purchase_option: String,
+    pub region: Option<String>,
+    pub source: String,
+    pub as_of: String,
+}
+
+/// The current price catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogView {
+    pub version: i64,
+    pub created_at_ms: i64,
+    pub created_by: String,
+    /// `default` (shipped) or `import`.
+    pub origin: String,
+    pub rows: Vec<PriceRowView>,
+    /// The catalog as CSV, to edit and import again.
+    pub csv: String,
+    /// Whether the caller may import (roles finance and admin).
+    pub can_edit: bool,
+}
+
+/// What an import did: the new version, or every located problem and nothing changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ImportOutcome {
+    Imported { version: i64, rows: usize },
+    Rejected { error: String, problems: Vec<(u64, Option<String>, String)> },
 }
 
 #[cfg(feature = "ssr")]
@@ -126,4 +166,16 @@ pub async fn save_scenario(kind: String, name: String, query: String) -> Result<
 #[server(prefix = "/srv", endpoint = "scenarios")]
 pub async fn scenarios() -> Result<Vec<ScenarioView>, ServerFnError> {
     backend().0.scenarios(headers().await?).await.map_err(ServerFnError::new)
+}
+
+/// The current price catalog.
+#[server(prefix = "/srv", endpoint = "price_catalog")]
+pub async fn price_catalog() -> Result<CatalogView, ServerFnError> {
+    backend().0.price_catalog(headers().await?).await.map_err(ServerFnError::new)
+}
+
+/// Replaces the catalog with `csv` (roles finance and admin).
+#[server(prefix = "/srv", endpoint = "import_prices")]
+pub async fn import_prices(csv: String) -> Result<ImportOutcome, ServerFnError> {
+    backend().0.import_prices(headers().await?, csv).await.map_err(ServerFnError::new)
 }

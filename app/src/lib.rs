@@ -1,6 +1,7 @@
 //! Headroom's pages. The server renders them (`ssr`); the browser hydrates them (`hydrate`).
 #![recursion_limit = "512"]
 
+pub mod admin;
 pub mod charts;
 pub mod data;
 pub mod fleet;
@@ -60,7 +61,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/runs/:id") view=|| view! { <Shell><run_page::RunPageView/></Shell> }/>
                 <Route path=path!("/scenarios") view=|| view! { <Shell><scenarios::ScenariosPage/></Shell> }/>
                 <Route path=path!("/reports") view=|| view! { <Shell><pages::Planned title="Reports" issue=8/></Shell> }/>
-                <Route path=path!("/admin") view=|| view! { <Shell><pages::Planned title="Admin" issue=8/></Shell> }/>
+                <Route path=path!("/admin") view=|| view! { <Shell><admin::AdminPage/></Shell> }/>
             </Routes>
         </Router>
     }

@@ -498,13 +498,13 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
         {p.uncertainty.clone().map(|u| view! {
             <div class="card">
                 <h2>"With uncertainty"</h2>
-                <table class="band">
+                <div class="table-wrap"><table class="band">
                     <thead><tr><th></th><th class="num">"P10"</th><th class="num">"P50"</th><th class="num">"P90"</th></tr></thead>
                     <tbody>
                         <tr><th>"Cost per request"</th><td class="num">{usd(u.cost_per_request_usd.p10)}</td><td class="num">{usd(u.cost_per_request_usd.p50)}</td><td class="num">{usd(u.cost_per_request_usd.p90)}</td></tr>
                         <tr><th>"Monthly spend"</th><td class="num">{usd(u.monthly_total_usd.p10)}</td><td class="num">{usd(u.monthly_total_usd.p50)}</td><td class="num">{usd(u.monthly_total_usd.p90)}</td></tr>
                     </tbody>
-                </table>
+                </table></div>
                 {u.probability_break_even.map(|pr| view! { <p data-out="probability">{format!("Probability the optimization saves money each month: {:.0} %", pr * 100.0)}</p> })}
                 <div class="chart" inner_html=tornado_chart(&u)></div>
             </div>

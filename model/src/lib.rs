@@ -7,6 +7,7 @@ pub mod cost;
 pub mod format;
 pub mod measured;
 pub mod memory;
+pub mod money;
 pub mod quant;
 pub mod queue;
 pub mod rightsize;

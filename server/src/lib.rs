@@ -11,6 +11,7 @@ pub mod grpc;
 pub mod ingest;
 pub mod json;
 pub mod openapi;
+pub mod prices;
 pub mod store;
 pub mod telemetry;
 pub mod web;

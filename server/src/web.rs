@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle};
-use app::data::{MeasuredFleet, MeasuredNode, RunView, ScenarioView, TransportRun, TrendPoint};
+use app::data::{
+    CatalogView, ImportOutcome, MeasuredFleet, MeasuredNode, PriceRowView, RunView, ScenarioView, TransportRun,
+    TrendPoint,
+};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
@@ -22,7 +25,7 @@ use uuid::Uuid;
 use crate::auth::{self, Caller, Principal, Role};
 use crate::error::ApiError;
 use crate::store::{RunFilter, Store};
-use crate::{AppState, api};
+use crate::{AppState, api, prices};
 
 /// How many runs the Fleet page lists.
 const RECENT_RUNS: u32 = 20;
@@ -182,6 +185,52 @@ impl Backend for WebBackend {
 
     fn scenarios(&self, headers: HeaderMap) -> Answer<Vec<ScenarioView>> {
         self.answer(headers, Role::Viewer, |store, caller| async move { api::scenarios::all(&store, &caller).await })
+    }
+
+    fn price_catalog(&self, headers: HeaderMap) -> Answer<CatalogView> {
+        self.answer(headers, Role::Viewer, |store, caller| async move {
+            let version = store.catalog_version().await?.ok_or_else(|| anyhow::anyhow!("no price catalog loaded"))?;
+            let rows = store.price_catalog().await?;
+            Ok(CatalogView {
+                version: version.version,
+                created_at_ms: version.created_at_ms,
+                created_by: version.created_by,
+                origin: version.origin,
+                csv: prices::to_csv(&rows),
+                rows: rows.into_iter().map(price_view).collect(),
+                can_edit: caller.require(Role::Finance).is_ok(),
+            })
+        })
+    }
+
+    fn import_prices(&self, headers: HeaderMap, csv: String) -> Answer<ImportOutcome> {
+        self.answer(headers, Role::Finance, move |store, caller| async move {
+            Ok(match api::prices::replace(&store, &caller, &csv).await? {
+                Ok(done) => ImportOutcome::Imported { version: done.version, rows: done.rows },
+                Err(rejected) => ImportOutcome::Rejected {
+                    error: rejected.error,
+                    problems: rejected.errors.into_iter().map(|e| (e.line, e.column, e.reason)).collect(),
+                },
+            })
+        })
+    }
+}
+
+fn price_view(r: prices::PriceRow) -> PriceRowView {
+    PriceRowView {
+        gpus: match (&r.gpu_model, r.gpu_count) {
+            (Some(model), n) if n > 0 => format!("{n} × {model}"),
+            _ => String::new(),
+        },
+        provider: r.provider,
+        instance_type: r.instance_type,
+        vcpus: r.vcpus,
+        memory_bytes: r.memory_bytes,
+        hourly_micro_usd: r.hourly_micro_usd,
+        purchase_option: r.purchase_option,
+        region: r.region,
+        source: r.source,
+        as_of: r.as_of,
     }
 }
 

@@ -6,6 +6,8 @@
 //! | `GET /api/v1/runs`, `GET /api/v1/runs/{id}`, `GET /api/v1/nodes`, `GET /api/v1/me` | viewer |
 //! | `GET /api/v1/scenarios`, `GET /api/v1/scenarios/{id}` | viewer |
 //! | `POST /api/v1/scenarios` | planner |
+//! | `GET /api/v1/prices`, `GET /api/v1/prices/versions` | viewer |
+//! | `POST /api/v1/prices` (CSV) | finance |
 //! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty) | planner |
 //! | `GET /api/v1/agents` | admin |
 //! | `POST /login`, `POST /logout` | anyone |
@@ -13,6 +15,7 @@
 pub mod agents;
 pub mod model;
 pub mod nodes;
+pub mod prices;
 pub mod runs;
 pub mod scenarios;
 pub mod session;
@@ -27,6 +30,7 @@ pub fn router() -> Router<AppState> {
         .merge(nodes::router())
         .merge(agents::router())
         .merge(model::router())
+        .merge(prices::router())
         .merge(scenarios::router())
         .merge(session::router())
 }

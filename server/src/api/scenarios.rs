@@ -75,6 +75,7 @@ pub fn view(record: &ScenarioRecord) -> Result<ScenarioView, ApiError> {
         query: app::form::to_query(&record.inputs()?),
         created_by: record.created_by.clone(),
         created_at_ms: record.created_at_ms,
+        catalog_version: record.catalog_version,
     })
 }
 

@@ -3,6 +3,7 @@
 //! the connection set-up differ, chosen from the URL at start-up.
 
 mod people;
+mod prices;
 mod runs;
 mod scenarios;
 
@@ -15,6 +16,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, ConnectOptions};
 
 pub use people::{AgentRecord, UserRecord};
+pub use prices::CatalogVersion;
 pub use runs::{RunFilter, StoreOutcome};
 pub use scenarios::ScenarioRecord;
 
@@ -92,7 +94,9 @@ impl Store {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
         };
         migrator.run(&pool).await.context("database migration failed")?;
-        Ok(Store { pool, backend })
+        let store = Store { pool, backend };
+        store.seed_price_catalog().await.context("cannot load the default price catalog")?;
+        Ok(store)
     }
 
     pub fn backend(&self) -> Backend {

@@ -16,6 +16,8 @@ pub struct ScenarioRecord {
     pub inputs_json: String,
     pub created_by: Option<String>,
     pub created_at_ms: i64,
+    /// The price catalog version current when it was saved.
+    pub catalog_version: Option<i64>,
 }
 
 impl ScenarioRecord {
@@ -24,7 +26,8 @@ impl ScenarioRecord {
     }
 }
 
-const SELECT: &str = "SELECT s.id, s.name, s.kind, s.inputs_json, u.name AS created_by, s.created_at_ms \
+const SELECT: &str = "SELECT s.id, s.name, s.kind, s.inputs_json, u.name AS created_by, s.created_at_ms, \
+                      s.catalog_version \
                       FROM scenarios s LEFT JOIN users u ON u.id = s.created_by";
 
 impl Store {
@@ -38,8 +41,8 @@ impl Store {
         let id = Uuid::new_v4().to_string();
         let now = now_ms();
         sqlx::query(
-            "INSERT INTO scenarios (id, name, kind, inputs_json, created_by, created_at_ms, updated_at_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $6)",
+            "INSERT INTO scenarios (id, name, kind, inputs_json, created_by, created_at_ms, updated_at_ms, \
+             catalog_version) VALUES ($1, $2, $3, $4, $5, $6, $6, (SELECT MAX(version) FROM catalog_versions))",
         )
         .bind(&id)
         .bind(name)
@@ -70,13 +73,15 @@ impl Store {
 
     /// The newest on-demand catalog price of an instance type: (USD per hour, "source, as-of").
     pub async fn catalog_price(&self, instance_type: &str) -> anyhow::Result<Option<(f64, String)>> {
-        let row: Option<(f64, String, String)> = sqlx::query_as(
-            "SELECT hourly_usd, source, as_of FROM price_catalog WHERE instance_type = $1 \
+        let row: Option<(i64, String, String, i64)> = sqlx::query_as(
+            "SELECT hourly_micro_usd, source, as_of, catalog_version FROM price_catalog WHERE instance_type = $1 \
              AND purchase_option = 'on_demand' ORDER BY as_of DESC, id LIMIT 1",
         )
         .bind(instance_type)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|(price, source, as_of)| (price, format!("the price catalog ({source}, {as_of})"))))
+        Ok(row.map(|(micros, source, as_of, version)| {
+            (model::money::to_usd(micros), format!("price catalog v{version} ({source}, as of {as_of})"))
+        }))
     }
 }

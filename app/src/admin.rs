@@ -1,0 +1,87 @@
+//! The Admin page: the price catalog every plan and report is priced with, its version and
+//! origin, a download, and (for finance and admin) an editor that imports it as a new version.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use model::format::{bytes, utc_minute};
+use model::money::format_usd;
+
+use crate::data::{CatalogView, ImportOutcome, import_prices, price_catalog};
+use crate::scenarios::clean;
+
+#[component]
+pub fn AdminPage() -> impl IntoView {
+    let import = Action::new(|csv: &String| import_prices(csv.clone()));
+    // Reload the catalog after each import.
+    let catalog = Resource::new(move || import.version().get(), |_| price_catalog());
+    view! {
+        <Title text="Admin · Headroom"/>
+        <h1>"Admin"</h1>
+        <h2>"Price catalog"</h2>
+        <Suspense fallback=|| view! { <p>"Loading the price catalog…"</p> }>
+            {move || Suspend::new(async move {
+                match catalog.await {
+                    Err(err) => view! { <p class="error">{format!("Could not load the price catalog: {}", clean(&err))}</p> }.into_any(),
+                    Ok(c) => view! { <Catalog c import/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFnError>>) -> impl IntoView {
+    let text = RwSignal::new(c.csv.clone());
+    let origin = if c.origin == "default" {
+        "the catalog shipped with Headroom".to_string()
+    } else {
+        format!("imported by {}", c.created_by)
+    };
+    view! {
+        <p class="lede" data-out="catalog-version">{format!("Version {} — {}, {}. {} prices. Plans and reports record the version they used.", c.version, origin, utc_minute(c.created_at_ms), c.rows.len())}</p>
+        <p><a href="/api/v1/prices" download="price-catalog.csv">"Download as CSV"</a></p>
+        <div class="table-wrap card">
+            <table class="prices">
+                <thead><tr><th>"Provider"</th><th>"Instance"</th><th>"GPUs"</th><th class="num">"vCPUs"</th><th class="num">"Memory"</th><th class="num">"Per hour"</th><th>"Purchase"</th><th>"Region"</th><th>"As of"</th><th>"Source"</th></tr></thead>
+                <tbody>
+                    {c.rows.iter().map(|r| view! {
+                        <tr>
+                            <td>{r.provider.clone()}</td>
+                            <td>{r.instance_type.clone()}</td>
+                            <td>{if r.gpus.is_empty() { "—".to_string() } else { r.gpus.clone() }}</td>
+                            <td class="num">{r.vcpus.map(|v| v.to_string()).unwrap_or_else(|| "—".into())}</td>
+                            <td class="num">{r.memory_bytes.map(|b| bytes(b as f64)).unwrap_or_else(|| "—".into())}</td>
+                            <td class="num">{format!("${}", format_usd(r.hourly_micro_usd))}</td>
+                            <td>{r.purchase_option.replace('_', " ")}</td>
+                            <td>{r.region.clone().unwrap_or_else(|| "—".into())}</td>
+                            <td>{r.as_of.clone()}</td>
+                            <td class="source">{r.source.clone()}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </div>
+        {c.can_edit.then(|| view! {
+            <div class="card editor">
+                <h3>"Edit and import"</h3>
+                <p class="hint">"Edit the CSV below (or paste your own with the same header) and import it as a new version. If any cell is wrong nothing is imported, and each problem is listed with its line and column."</p>
+                <textarea id="catalog-csv" rows="14" spellcheck="false" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev))>{c.csv.clone()}</textarea>
+                <button type="button" class="primary" disabled=move || import.pending().get() on:click=move |_| { import.dispatch(text.get_untracked()); }>"Import as a new version"</button>
+                {move || import.value().get().map(|result| match result {
+                    Ok(ImportOutcome::Imported { version, rows }) => view! { <p class="saved" role="status">{format!("Imported version {version}: {rows} prices.")}</p> }.into_any(),
+                    Ok(ImportOutcome::Rejected { error, problems }) => view! {
+                        <div class="problems card" role="alert">
+                            <h4>{error}</h4>
+                            <ul class="import-errors">
+                                {problems.into_iter().map(|(line, column, reason)| view! {
+                                    <li>{format!("line {line}{}: {reason}", column.map(|c| format!(", column {c}")).unwrap_or_default())}</li>
+                                }).collect_view()}
+                            </ul>
+                        </div>
+                    }.into_any(),
+                    Err(err) => view! { <p class="error" role="alert">{format!("Not imported: {}", clean(&err))}</p> }.into_any(),
+                })}
+            </div>
+        })}
+    }
+}

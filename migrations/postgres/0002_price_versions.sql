@@ -1,0 +1,16 @@
+-- Price catalog versions. Keep in step with migrations/sqlite/0002_price_versions.sql.
+-- Each import makes a new version holding the whole catalog as exported; plans and reports
+-- record the version they were priced with. Money is integer micro-dollars.
+
+CREATE TABLE catalog_versions (
+    version BIGINT PRIMARY KEY,
+    created_at_ms BIGINT NOT NULL,
+    created_by TEXT NOT NULL,
+    origin TEXT NOT NULL CHECK (origin IN ('default', 'import')),
+    row_count BIGINT NOT NULL,
+    csv TEXT NOT NULL
+);
+
+ALTER TABLE price_catalog ADD COLUMN hourly_micro_usd BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE price_catalog ADD COLUMN catalog_version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE scenarios ADD COLUMN catalog_version BIGINT;

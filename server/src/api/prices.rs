@@ -1,0 +1,124 @@
+//! The price catalog over HTTP: exported and imported as CSV. An import replaces the whole
+//! catalog as a new version, or, when any cell is wrong, changes nothing and says where.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+use crate::AppState;
+use crate::auth::{Caller, Role};
+use crate::error::ApiError;
+use crate::prices::{self, CellError};
+use crate::store::{CatalogVersion, Store};
+
+/// Largest catalog upload.
+pub const MAX_CATALOG_BYTES: usize = 8 * 1024 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/prices", get(export).post(import).layer(DefaultBodyLimit::max(MAX_CATALOG_BYTES)))
+        .route("/api/v1/prices/versions", get(versions))
+}
+
+/// What an import did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Imported {
+    pub version: i64,
+    pub rows: usize,
+}
+
+/// Why an import changed nothing.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Rejected {
+    pub error: String,
+    pub errors: Vec<CellError>,
+}
+
+/// Checks and stores a catalog for `caller`: the new version, or every located problem.
+pub async fn replace(store: &Store, caller: &Caller, csv: &str) -> Result<Result<Imported, Rejected>, ApiError> {
+    let (name, _) = caller.require(Role::Finance)?;
+    match prices::parse(csv) {
+        Ok(rows) => {
+            let version = store.replace_price_catalog(&rows, name, "import").await?;
+            tracing::info!(version, rows = rows.len(), by = name, "price catalog imported");
+            Ok(Ok(Imported { version, rows: rows.len() }))
+        }
+        Err(errors) => Ok(Err(Rejected {
+            error: format!(
+                "{} problem{} in the catalog; nothing was imported",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            ),
+            errors,
+        })),
+    }
+}
+
+/// The current catalog as CSV.
+#[utoipa::path(get, path = "/api/v1/prices", tag = "prices",
+    responses((status = 200, description = "the catalog as CSV; `x-catalog-version` names its version", content_type = "text/csv"),
+        (status = 401), (status = 403)))]
+pub async fn export(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Role::Viewer)?;
+    let version = state.store.catalog_version().await?.map(|v| v.version).unwrap_or(0);
+    let rows = state.store.price_catalog().await?;
+    Ok((
+        [
+            (CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (CONTENT_DISPOSITION, format!("attachment; filename=\"price-catalog-v{version}.csv\"")),
+            (axum::http::HeaderName::from_static("x-catalog-version"), version.to_string()),
+        ],
+        prices::to_csv(&rows),
+    )
+        .into_response())
+}
+
+/// Replaces the catalog with a CSV (role finance or admin).
+#[utoipa::path(post, path = "/api/v1/prices", tag = "prices",
+    request_body(content = String, content_type = "text/csv", description = "the header of GET /api/v1/prices, then one row per price"),
+    responses((status = 201, body = Imported), (status = 400, description = "not UTF-8 text"),
+        (status = 401), (status = 403), (status = 413, description = "over 8 MiB"),
+        (status = 415, description = "not text/csv"),
+        (status = 422, body = Rejected, description = "each wrong cell with its line and column; nothing imported")))]
+pub async fn import(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Finance)?;
+    let is_csv = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/csv"));
+    if !is_csv {
+        return Err(ApiError::UnsupportedMediaType("expected Content-Type: text/csv".into()));
+    }
+    let bytes = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!("the catalog is over {} MiB", MAX_CATALOG_BYTES >> 20))
+        } else {
+            ApiError::BadRequest(r.body_text())
+        }
+    })?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| ApiError::BadRequest(format!("the CSV is not UTF-8: {e}")))?;
+    Ok(match replace(&state.store, &caller, text).await? {
+        Ok(imported) => (StatusCode::CREATED, Json(imported)).into_response(),
+        Err(rejected) => (StatusCode::UNPROCESSABLE_ENTITY, Json(rejected)).into_response(),
+    })
+}
+
+/// Every catalog version, newest first.
+#[utoipa::path(get, path = "/api/v1/prices/versions", tag = "prices",
+    responses((status = 200, body = Vec<CatalogVersion>), (status = 401), (status = 403)))]
+pub async fn versions(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<CatalogVersion>>, ApiError> {
+    caller.require(Role::Viewer)?;
+    Ok(Json(state.store.catalog_versions().await?))
+}

@@ -1,0 +1,276 @@
+//! The price catalog as CSV: read with every problem located (line, column, reason) so nothing
+//! is half-imported, and written back in the same shape, money exact in micro-dollars.
+
+use std::collections::BTreeSet;
+
+use model::money::{MicroUsd, format_usd, parse_usd};
+use serde::Serialize;
+
+/// The catalog shipped with the server, loaded into an empty database (see `data/README.md`).
+pub const DEFAULT_CATALOG: &str = include_str!("../data/price-catalog.csv");
+
+/// The header every catalog CSV has, in this order.
+pub const COLUMNS: [&str; 11] = [
+    "provider",
+    "instance_type",
+    "gpu_model",
+    "gpu_count",
+    "vcpus",
+    "memory_gib",
+    "hourly_usd",
+    "purchase_option",
+    "region",
+    "source",
+    "as_of",
+];
+
+pub const PURCHASE_OPTIONS: [&str; 4] = ["on_demand", "spot", "one_year", "three_year"];
+
+/// Largest catalog accepted in one import.
+pub const MAX_ROWS: usize = 50_000;
+
+/// One priced instance type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct PriceRow {
+    pub provider: String,
+    pub instance_type: String,
+    pub gpu_model: Option<String>,
+    pub gpu_count: u32,
+    pub vcpus: Option<u32>,
+    /// Memory in bytes (the CSV says GiB).
+    pub memory_bytes: Option<u64>,
+    pub hourly_micro_usd: MicroUsd,
+    pub purchase_option: String,
+    pub region: Option<String>,
+    pub source: String,
+    /// `YYYY-MM-DD`.
+    pub as_of: String,
+}
+
+/// Where a CSV is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct CellError {
+    /// 1-based line of the file; the header is line 1.
+    pub line: u64,
+    /// The column's name, or `None` for a problem with the whole line.
+    pub column: Option<String>,
+    pub reason: String,
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Every row, or every problem found (up to 100 of them).
+pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(text.as_bytes());
+    let header: Vec<String> = match reader.headers() {
+        Ok(h) => h.iter().map(|c| c.trim().to_string()).collect(),
+        Err(e) => return Err(vec![CellError { line: 1, column: None, reason: format!("unreadable header: {e}") }]),
+    };
+    if header != COLUMNS {
+        let missing: Vec<&str> = COLUMNS.iter().copied().filter(|c| !header.iter().any(|h| h == c)).collect();
+        let extra: Vec<&str> = header.iter().map(String::as_str).filter(|h| !COLUMNS.contains(h)).collect();
+        let reason = match (missing.is_empty(), extra.is_empty()) {
+            (false, _) => format!("missing column(s): {}", missing.join(", ")),
+            (true, false) => format!("unknown column(s): {}", extra.join(", ")),
+            (true, true) => format!("columns must be in this order: {}", COLUMNS.join(",")),
+        };
+        return Err(vec![CellError { line: 1, column: None, reason }]);
+    }
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, record) in reader.records().enumerate() {
+        let line = record.as_ref().ok().and_then(|r| r.position()).map(|p| p.line()).unwrap_or(i as u64 + 2);
+        if errors.len() >= 100 {
+            break;
+        }
+        let record = match record {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(CellError { line, column: None, reason: format!("unreadable line: {e}") });
+                continue;
+            }
+        };
+        if record.len() != COLUMNS.len() {
+            errors.push(CellError {
+                line,
+                column: None,
+                reason: format!("has {} fields, the header has {}", record.len(), COLUMNS.len()),
+            });
+            continue;
+        }
+        let before = errors.len();
+        let mut bad = |column: &str, reason: String| {
+            errors.push(CellError { line, column: Some(column.to_string()), reason });
+        };
+        let cell = |c: usize| record.get(c).unwrap_or("").trim();
+        let required = |c: usize, bad: &mut dyn FnMut(&str, String)| {
+            let v = cell(c);
+            if v.is_empty() {
+                bad(COLUMNS[c], "must not be empty".into());
+            }
+            v.to_string()
+        };
+        let optional = |c: usize| Some(cell(c).to_string()).filter(|v| !v.is_empty());
+        let count = |c: usize, bad: &mut dyn FnMut(&str, String)| -> Option<u32> {
+            let v = cell(c);
+            if v.is_empty() {
+                return None;
+            }
+            v.parse::<u32>().map_err(|_| bad(COLUMNS[c], format!("“{v}” is not a whole number"))).ok()
+        };
+        let provider = required(0, &mut bad);
+        let instance_type = required(1, &mut bad);
+        let gpu_model = optional(2);
+        let gpu_count = match count(3, &mut bad) {
+            Some(n) => n,
+            None if cell(3).is_empty() => {
+                bad("gpu_count", "must not be empty (0 for CPU-only)".into());
+                0
+            }
+            None => 0,
+        };
+        if gpu_count > 0 && gpu_model.is_none() {
+            bad("gpu_model", "must name the GPU when gpu_count is above 0".into());
+        }
+        let vcpus = count(4, &mut bad);
+        let memory_bytes = match cell(5) {
+            "" => None,
+            v => match v.parse::<f64>() {
+                Ok(g) if g.is_finite() && g > 0.0 && g < 1e9 => Some((g * GIB).round() as u64),
+                _ => {
+                    bad("memory_gib", format!("“{v}” is not a positive number of GiB"));
+                    None
+                }
+            },
+        };
+        let hourly_micro_usd = match parse_usd(cell(6)) {
+            Ok(0) => {
+                bad("hourly_usd", "must be above 0".into());
+                0
+            }
+            Ok(m) => m,
+            Err(reason) => {
+                bad("hourly_usd", reason);
+                0
+            }
+        };
+        let purchase_option = cell(7).to_string();
+        if !PURCHASE_OPTIONS.contains(&purchase_option.as_str()) {
+            bad("purchase_option", format!("“{purchase_option}” is not one of {}", PURCHASE_OPTIONS.join(", ")));
+        }
+        let region = optional(8);
+        let source = required(9, &mut bad);
+        let as_of = cell(10).to_string();
+        if !is_date(&as_of) {
+            bad("as_of", format!("“{as_of}” is not a date like 2026-11-30"));
+        }
+        let key = (provider.clone(), instance_type.clone(), purchase_option.clone(), region.clone());
+        if errors.len() == before && !seen.insert(key) {
+            errors.push(CellError {
+                line,
+                column: None,
+                reason: format!("{provider} {instance_type} {purchase_option} in this region is listed twice"),
+            });
+        }
+        if errors.len() == before {
+            rows.push(PriceRow {
+                provider,
+                instance_type,
+                gpu_model,
+                gpu_count,
+                vcpus,
+                memory_bytes,
+                hourly_micro_usd,
+                purchase_option,
+                region,
+                source,
+                as_of,
+            });
+        }
+    }
+    if rows.len() > MAX_ROWS {
+        errors.push(CellError { line: 1, column: None, reason: format!("more than {MAX_ROWS} rows") });
+    }
+    if rows.is_empty() && errors.is_empty() {
+        errors.push(CellError { line: 2, column: None, reason: "the catalog has no rows".into() });
+    }
+    if errors.is_empty() { Ok(rows) } else { Err(errors) }
+}
+
+fn is_date(text: &str) -> bool {
+    let b = text.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let num = |r: std::ops::Range<usize>| text[r].parse::<u32>().ok();
+    matches!((num(0..4), num(5..7), num(8..10)), (Some(y), Some(m), Some(d)) if y >= 1970 && (1..=12).contains(&m) && (1..=31).contains(&d))
+}
+
+/// The catalog as CSV, the same shape [`parse`] reads.
+pub fn to_csv(rows: &[PriceRow]) -> String {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let _ = writer.write_record(COLUMNS);
+    for r in rows {
+        let memory = r.memory_bytes.map(|b| trim_number(b as f64 / GIB)).unwrap_or_default();
+        let _ = writer.write_record([
+            r.provider.as_str(),
+            &r.instance_type,
+            r.gpu_model.as_deref().unwrap_or(""),
+            &r.gpu_count.to_string(),
+            &r.vcpus.map(|v| v.to_string()).unwrap_or_default(),
+            &memory,
+            &format_usd(r.hourly_micro_usd),
+            &r.purchase_option,
+            r.region.as_deref().unwrap_or(""),
+            &r.source,
+            &r.as_of,
+        ]);
+    }
+    String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+fn trim_number(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_catalog_reads_and_writes_back_unchanged() {
+        let rows = parse(DEFAULT_CATALOG).expect("the shipped catalog is valid");
+        assert!(rows.len() >= 10);
+        let g5 = rows.iter().find(|r| r.instance_type == "g5.xlarge").unwrap();
+        assert_eq!(g5.hourly_micro_usd, 1_006_000);
+        assert_eq!(g5.memory_bytes, Some(16 << 30));
+        assert_eq!(to_csv(&rows), DEFAULT_CATALOG);
+    }
+
+    #[test]
+    fn every_problem_is_located() {
+        let csv = format!(
+            "{}\naws,a,,0,4,16,1.5,on_demand,r,s,2026-01-01\naws,b,,x,4,16,-2,hourly,r,,2026-13-01\naws,a,,0,4,16,1.5,on_demand,r,s,2026-01-01\naws,c,T4,1\n",
+            COLUMNS.join(",")
+        );
+        let errors = parse(&csv).unwrap_err();
+        let at = |line: u64, column: &str| errors.iter().any(|e| e.line == line && e.column.as_deref() == Some(column));
+        assert!(
+            at(3, "gpu_count") && at(3, "hourly_usd") && at(3, "purchase_option") && at(3, "source") && at(3, "as_of"),
+            "{errors:?}"
+        );
+        assert!(errors.iter().any(|e| e.line == 4 && e.reason.contains("twice")), "{errors:?}");
+        assert!(errors.iter().any(|e| e.line == 5 && e.reason.contains("has 4 fields")), "{errors:?}");
+        assert!(!errors.iter().any(|e| e.line == 2), "line 2 is fine: {errors:?}");
+    }
+
+    #[test]
+    fn a_wrong_header_names_the_columns() {
+        let errors = parse("provider,instance_type\naws,x\n").unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].reason.starts_with("missing column(s): gpu_model"), "{errors:?}");
+        assert_eq!(parse(&format!("{}\n", COLUMNS.join(","))).unwrap_err()[0].reason, "the catalog has no rows");
+    }
+}

@@ -1,0 +1,132 @@
+//! The price catalog through the real router, on SQLite and Postgres: the shipped catalog on
+//! first start, CSV export and import as new versions, every wrong cell located and nothing
+//! half-imported, roles.
+
+mod common;
+
+use common::{databases, spawn};
+use headroom_server::auth::Role;
+use headroom_server::prices::DEFAULT_CATALOG;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+async fn export(app: &common::TestApp, token: &str) -> (StatusCode, String, String) {
+    let response = app.http.get(app.url("/api/v1/prices")).bearer_auth(token).send().await.unwrap();
+    let version =
+        response.headers().get("x-catalog-version").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (response.status(), version, response.text().await.unwrap())
+}
+
+async fn import(app: &common::TestApp, token: &str, csv: &str) -> (StatusCode, Value) {
+    let response = app
+        .http
+        .post(app.url("/api/v1/prices"))
+        .bearer_auth(token)
+        .header("content-type", "text/csv")
+        .body(csv.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn the_shipped_catalog_is_there_on_first_start_and_imports_make_versions() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let viewer = app.user_token(Role::Viewer).await;
+        let finance = app.user_token(Role::Finance).await;
+        let (status, version, csv) = export(&app, &viewer).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(version, "1");
+        assert_eq!(csv, DEFAULT_CATALOG, "exported as shipped (sorted the same way)");
+
+        // A finance user raises one price; the export shows it exactly, as version 2.
+        let changed = csv.replace("g5.xlarge,NVIDIA A10G,1,4,16,1.006,", "g5.xlarge,NVIDIA A10G,1,4,16,0.123457,");
+        assert_ne!(changed, csv);
+        let (status, body) = import(&app, &finance, &changed).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(body["version"], 2);
+        let (_, version, after) = export(&app, &viewer).await;
+        assert_eq!((version.as_str(), after.as_str()), ("2", changed.as_str()));
+        let versions: Value = app
+            .http
+            .get(app.url("/api/v1/prices/versions"))
+            .bearer_auth(&viewer)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(versions[0]["version"], 2);
+        assert_eq!(versions[1]["origin"], "default");
+        assert!(versions[0]["created_by"].as_str().unwrap().starts_with("finance-"));
+
+        // A server restarted on the same database does not load the shipped catalog again.
+        app.stop().await;
+        let app = spawn(&db).await;
+        let viewer = app.user_token(Role::Viewer).await;
+        assert_eq!(export(&app, &viewer).await.1, "2");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_catalog_is_refused_cell_by_cell_and_changes_nothing() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let admin = app.user_token(Role::Admin).await;
+        let planner = app.user_token(Role::Planner).await;
+        let (_, _, before) = export(&app, &admin).await;
+        let mut lines: Vec<String> = before.lines().map(str::to_string).collect();
+        let set = |line: &str, column: usize, value: &str| {
+            let mut cells: Vec<&str> = line.split(',').collect();
+            cells[column] = value;
+            cells.join(",")
+        };
+        lines[2] = set(&lines[2], 6, "1.2.1");
+        lines[4] = set(&lines[4], 7, "hourly");
+        let bad = lines.join("\n") + "\n";
+        let (status, body) = import(&app, &admin, &bad).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["error"], "2 problems in the catalog; nothing was imported");
+        assert_eq!(body["errors"][0]["line"], 3);
+        assert_eq!(body["errors"][0]["column"], "hourly_usd");
+        assert_eq!(body["errors"][1]["line"], 5);
+        assert_eq!(body["errors"][1]["column"], "purchase_option");
+        assert_eq!(export(&app, &admin).await.2, before, "nothing was imported");
+
+        // Roles, media type, encoding, size.
+        assert_eq!(import(&app, &planner, &before).await.0, StatusCode::FORBIDDEN);
+        let response = app.http.post(app.url("/api/v1/prices")).body(before.clone()).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        let response = app
+            .http
+            .post(app.url("/api/v1/prices"))
+            .bearer_auth(&admin)
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let response = app
+            .http
+            .post(app.url("/api/v1/prices"))
+            .bearer_auth(&admin)
+            .header("content-type", "text/csv")
+            .body(vec![0xff, 0xfe, 0x00])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let huge = "x".repeat(9 * 1024 * 1024);
+        assert_eq!(import(&app, &admin, &huge).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(export(&app, &admin).await.1, "1");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
