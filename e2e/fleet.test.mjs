@@ -41,10 +41,12 @@ test('sign in, open Fleet, see this machine with its measured memcpy bandwidth',
       await hydrated(page);
       await screenshot(page, `fleet-${viewport.width}`);
 
-      // After hydration, client-side navigation works and says what is not built yet.
-      await page.click('nav >> text=Reports');
-      await page.getByText('Not built yet').waitFor();
-      assert.equal(new URL(page.url()).pathname, '/reports');
+      // After hydration, navigation happens in the browser.
+      await page.evaluate(() => { window.__stillHere = true; });
+      await page.click('nav >> text=Planner');
+      await page.locator('[data-out=cost-per-request]').waitFor();
+      assert.equal(new URL(page.url()).pathname, '/planner');
+      assert.equal(await page.evaluate(() => window.__stillHere), true, 'no page load');
       assert.deepEqual(problems, [], 'no errors in the browser console');
       await context.close();
     }

@@ -88,6 +88,7 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   await page.getByText('No configuration meets every constraint').waitFor();
   await noNaN(page);
   await page.fill('#f-slo', '5');
+  await page.fill('#f-scale', '1');
   await rec.waitFor();
   await screenshot(page, 'right-sizing-1280');
   await page.setViewportSize(PHONE);
@@ -175,6 +176,40 @@ test('admin: the shipped price catalog, a refused import located cell by cell, t
   await page.locator('[data-out=catalog-version]', { hasText: 'Version 2 — imported by admin' }).waitFor();
   assert.match(await page.locator('table.prices').innerText(), /g5\.xlarge.*\$1\.10\b/);
   await screenshot(page, 'admin-1280');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('reports: a report built from the saved scenario, its total, chart and downloads that add up', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/reports');
+  await page.getByText('New report from saved scenarios').waitFor();
+  await hydrated(page);
+  await page.fill('#report-name', 'November');
+  await page.click('button:has-text("Build report")');
+  await page.getByRole('status').filter({ hasText: 'Built “November”: 1 deployment,' }).waitFor();
+  const total = page.locator('[data-out=report-total]');
+  await total.waitFor();
+  // The saved plan: 123M requests a month at 0.0001 USD, 45,000 USD training once a month,
+  // over the 30 days of November (30 / 30.4375 of a month).
+  const months = 30 / 30.4375;
+  const expected = (123e6 * months * 0.0001) + 45000 * months;
+  const shown = Number((await total.innerText()).replace(/[$,]/g, ''));
+  assert.ok(Math.abs(shown - expected) < 1, `${shown} vs ${expected}`);
+  await page.locator('[data-chart=report] svg').waitFor();
+  const href = await page.locator('.downloads a', { hasText: 'CSV' }).getAttribute('href');
+  const csv = await (await page.request.get(`${env.base}${href}`)).text();
+  const lines = csv.trim().split('\n');
+  assert.equal(lines.length, 3, 'header, the deployment, TOTAL');
+  assert.match(lines[1], /^Launch plan,/);
+  assert.match(lines[2], /^TOTAL,/);
+  const xlsx = await page.request.get(`${env.base}${href.replace('.csv', '.xlsx')}`);
+  assert.equal(xlsx.status(), 200);
+  assert.equal((await xlsx.body()).subarray(0, 2).toString(), 'PK', 'an XLSX is a zip');
+  await noNaN(page);
+  await screenshot(page, 'reports-1280');
+  await page.setViewportSize(PHONE);
+  await screenshot(page, 'reports-390');
   assert.deepEqual(problems, []);
   await context.close();
 });

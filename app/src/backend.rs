@@ -8,7 +8,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use model::FleetView;
 
-use crate::data::{CatalogView, ImportOutcome, MeasuredFleet, RunView, ScenarioView, TransportRun};
+use crate::data::{
+    CatalogView, ImportOutcome, MeasuredFleet, ReportSummaryView, ReportsView, RunView, ScenarioView, TransportRun,
+};
 
 type Answer<T> = BoxFuture<'static, Result<T, String>>;
 
@@ -36,6 +38,16 @@ pub trait Backend: Send + Sync + 'static {
     fn price_catalog(&self, headers: http::HeaderMap) -> Answer<CatalogView>;
     /// Replaces the price catalog with a CSV.
     fn import_prices(&self, headers: http::HeaderMap, csv: String) -> Answer<ImportOutcome>;
+    /// Reports and the newest one's breakdown.
+    fn reports(&self, headers: http::HeaderMap) -> Answer<ReportsView>;
+    /// Builds a report from the saved planner scenarios.
+    fn report_from_scenarios(
+        &self,
+        headers: http::HeaderMap,
+        name: String,
+        from: String,
+        to: String,
+    ) -> Answer<ReportSummaryView>;
 }
 
 /// The context value the server provides.

@@ -316,7 +316,7 @@ pub fn tornado(
     let n = rows.len() as u32;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 100 + 46 * n)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 110 + 46 * (n + 1))).into_drawing_area();
         let drawn: DrawResult = (|| {
             root.fill(&WHITE)?;
             let mut c = ChartBuilder::on(&root)
@@ -369,6 +369,83 @@ pub fn tornado(
                 4,
                 BLACK.stroke_width(1),
             ))?;
+            root.present()?;
+            Ok(())
+        })();
+        if drawn.is_err() {
+            drop(root);
+            return empty(title);
+        }
+    }
+    responsive(svg, title)
+}
+
+/// Horizontal stacked bars, one per row, each segment with its own colour and a legend below.
+pub fn stacked_bars(
+    title: &str,
+    unit_label: &str,
+    rows: &[(String, Vec<f64>)],
+    segments: &[&str],
+    format: fn(f64) -> String,
+) -> String {
+    if rows.is_empty() || rows.iter().any(|r| r.1.iter().any(|v| !v.is_finite() || *v < 0.0)) {
+        return empty(title);
+    }
+    let hi = rows.iter().map(|r| r.1.iter().sum::<f64>()).fold(0.0, f64::max).max(1e-9) * 1.05;
+    let n = rows.len() as u32;
+    let legend = 12 + LEGEND_ROW * segments.len().div_ceil(2) as u32;
+    // One slot per row and an empty one on top (how plotters segments 0..n).
+    let height = 110 + 40 * (n + 1);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height + legend)).into_drawing_area();
+        let drawn: DrawResult = (|| {
+            root.fill(&WHITE)?;
+            let mut c = ChartBuilder::on(&root)
+                .caption(title, (FONT, 18))
+                .margin(12)
+                .margin_bottom(12 + legend)
+                .x_label_area_size(44)
+                .y_label_area_size(170)
+                .build_cartesian_2d(0f64..hi, (0u32..n).into_segmented())?;
+            c.configure_mesh()
+                .disable_y_mesh()
+                .x_desc(unit_label)
+                .x_labels(5)
+                .x_label_formatter(&|v| format(*v))
+                .y_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) if *i < n => rows[(n - 1 - i) as usize].0.clone(),
+                    _ => String::new(),
+                })
+                .label_style((FONT, 13))
+                .axis_desc_style((FONT, 14))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()?;
+            for (i, (_, values)) in rows.iter().enumerate() {
+                let slot = n - 1 - i as u32;
+                let mut start = 0.0;
+                for (k, v) in values.iter().enumerate() {
+                    let colour = PALETTE[k % PALETTE.len()];
+                    let mut bar = Rectangle::new(
+                        [(start, SegmentValue::Exact(slot)), (start + v, SegmentValue::Exact(slot + 1))],
+                        colour.filled(),
+                    );
+                    bar.set_margin(6, 6, 0, 0);
+                    c.draw_series(std::iter::once(bar))?;
+                    start += v;
+                }
+            }
+            for (k, name) in segments.iter().enumerate() {
+                let colour = PALETTE[k % PALETTE.len()];
+                let (x, y) =
+                    (24 + (k % 2) as i32 * (WIDTH as i32 / 2), height as i32 + 4 + (k / 2) as i32 * LEGEND_ROW as i32);
+                root.draw(&Rectangle::new([(x, y - 6), (x + 26, y + 6)], colour.filled()))?;
+                root.draw(&Text::new(
+                    name.to_string(),
+                    (x + 34, y),
+                    (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
+                ))?;
+            }
             root.present()?;
             Ok(())
         })();

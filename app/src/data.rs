@@ -126,6 +126,34 @@ pub enum ImportOutcome {
     Rejected { error: String, problems: Vec<(u64, Option<String>, String)> },
 }
 
+/// A stored report without its rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportSummaryView {
+    pub id: String,
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub catalog_version: i64,
+    pub created_by: String,
+    pub created_at_ms: i64,
+    pub deployments: i64,
+    pub total_micro_usd: i64,
+}
+
+/// The Reports page: every report, and the newest one's breakdown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportsView {
+    pub reports: Vec<ReportSummaryView>,
+    /// (deployment, serving, training) in micro-dollars, costliest first, at most 15.
+    pub top: Vec<(String, i64, i64)>,
+    /// Deployments of the newest report not in `top`.
+    pub others: usize,
+    /// (kind of recommendation, saving in micro-dollars) of the newest report.
+    pub savings: Vec<(String, i64)>,
+    /// Saved planner scenarios a report can be built from.
+    pub planner_scenarios: usize,
+}
+
 #[cfg(feature = "ssr")]
 fn backend() -> crate::backend::BackendHandle {
     leptos::prelude::expect_context::<crate::backend::BackendHandle>()
@@ -178,4 +206,16 @@ pub async fn price_catalog() -> Result<CatalogView, ServerFnError> {
 #[server(prefix = "/srv", endpoint = "import_prices")]
 pub async fn import_prices(csv: String) -> Result<ImportOutcome, ServerFnError> {
     backend().0.import_prices(headers().await?, csv).await.map_err(ServerFnError::new)
+}
+
+/// Reports, for finance and admin.
+#[server(prefix = "/srv", endpoint = "reports")]
+pub async fn reports_page() -> Result<ReportsView, ServerFnError> {
+    backend().0.reports(headers().await?).await.map_err(ServerFnError::new)
+}
+
+/// Builds a report for `from`..=`to` with one deployment per saved planner scenario.
+#[server(prefix = "/srv", endpoint = "report_from_scenarios")]
+pub async fn report_from_scenarios(name: String, from: String, to: String) -> Result<ReportSummaryView, ServerFnError> {
+    backend().0.report_from_scenarios(headers().await?, name, from, to).await.map_err(ServerFnError::new)
 }

@@ -9,6 +9,7 @@ pub mod form;
 pub mod login;
 pub mod pages;
 pub mod planner;
+pub mod reports_page;
 pub mod rightsizing;
 pub mod run_page;
 pub mod scenarios;
@@ -60,7 +61,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/transport") view=|| view! { <Shell><transport_page::TransportPage/></Shell> }/>
                 <Route path=path!("/runs/:id") view=|| view! { <Shell><run_page::RunPageView/></Shell> }/>
                 <Route path=path!("/scenarios") view=|| view! { <Shell><scenarios::ScenariosPage/></Shell> }/>
-                <Route path=path!("/reports") view=|| view! { <Shell><pages::Planned title="Reports" issue=8/></Shell> }/>
+                <Route path=path!("/reports") view=|| view! { <Shell><reports_page::ReportsPage/></Shell> }/>
                 <Route path=path!("/admin") view=|| view! { <Shell><admin::AdminPage/></Shell> }/>
             </Routes>
         </Router>

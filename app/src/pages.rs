@@ -1,16 +1,7 @@
-//! Pages whose content later issues build; they say so rather than pretend.
+//! Pages with no data of their own.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
-
-#[component]
-pub fn Planned(title: &'static str, issue: u32) -> impl IntoView {
-    view! {
-        <Title text=format!("{title} · Headroom")/>
-        <h1>{title}</h1>
-        <p class="notice">{format!("Not built yet: this page arrives with issue #{issue}.")}</p>
-    }
-}
 
 #[component]
 pub fn NotFound() -> impl IntoView {

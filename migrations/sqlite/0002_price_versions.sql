@@ -14,3 +14,20 @@ CREATE TABLE catalog_versions (
 ALTER TABLE price_catalog ADD COLUMN hourly_micro_usd INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE price_catalog ADD COLUMN catalog_version INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE scenarios ADD COLUMN catalog_version INTEGER;
+
+-- Finance reports: the computed rows (integer micro-dollars, with the catalog version, price
+-- dates and benchmark runs behind them) are kept whole, so an export years later says what
+-- was said then.
+CREATE TABLE reports (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    period_from TEXT NOT NULL,
+    period_to TEXT NOT NULL,
+    catalog_version INTEGER NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    deployment_count INTEGER NOT NULL,
+    total_micro_usd INTEGER NOT NULL,
+    report_json TEXT NOT NULL
+);
+CREATE INDEX reports_by_time ON reports (created_at_ms DESC, id);

@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod json;
 pub mod openapi;
 pub mod prices;
+pub mod reports;
 pub mod store;
 pub mod telemetry;
 pub mod web;

@@ -15,7 +15,8 @@ use crate::api;
         api::model::amortization, api::model::break_even, api::model::replicas, api::model::right_size,
         api::model::memory_fit, api::model::transport, api::model::uncertainty,
         api::scenarios::create_json, api::scenarios::list, api::scenarios::get_one,
-        api::prices::export, api::prices::import, api::prices::versions),
+        api::prices::export, api::prices::import, api::prices::versions,
+        api::reports::create, api::reports::list, api::reports::get_one),
     modifiers(&BearerAuth, &ModelExamples)
 )]
 pub struct ApiDoc;

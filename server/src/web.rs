@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle};
 use app::data::{
-    CatalogView, ImportOutcome, MeasuredFleet, MeasuredNode, PriceRowView, RunView, ScenarioView, TransportRun,
-    TrendPoint,
+    CatalogView, ImportOutcome, MeasuredFleet, MeasuredNode, PriceRowView, ReportSummaryView, ReportsView, RunView,
+    ScenarioView, TransportRun, TrendPoint,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -24,8 +24,9 @@ use uuid::Uuid;
 
 use crate::auth::{self, Caller, Principal, Role};
 use crate::error::ApiError;
+use crate::store::ReportRecord;
 use crate::store::{RunFilter, Store};
-use crate::{AppState, api, prices};
+use crate::{AppState, api, prices, reports};
 
 /// How many runs the Fleet page lists.
 const RECENT_RUNS: u32 = 20;
@@ -203,6 +204,77 @@ impl Backend for WebBackend {
         })
     }
 
+    fn reports(&self, headers: HeaderMap) -> Answer<ReportsView> {
+        self.answer(headers, Role::Finance, |store, _| async move {
+            let records = store.list_reports(200).await?;
+            let newest = match records.first() {
+                Some(r) => store.report(&r.id).await?,
+                None => None,
+            };
+            let (top, others, savings) = match &newest {
+                None => (vec![], 0, vec![]),
+                Some(report) => {
+                    let mut rows: Vec<_> = report.rows.iter().collect();
+                    rows.sort_by_key(|r| std::cmp::Reverse(r.total_micro_usd));
+                    let top = rows
+                        .iter()
+                        .take(15)
+                        .map(|r| (r.deployment.clone(), r.serving_micro_usd, r.training_micro_usd))
+                        .collect();
+                    let savings = reports::KINDS
+                        .iter()
+                        .map(|k| {
+                            (
+                                serde_json::to_value(k)
+                                    .ok()
+                                    .and_then(|v| v.as_str().map(str::to_string))
+                                    .unwrap_or_default(),
+                                report.saving_micro_usd(*k),
+                            )
+                        })
+                        .collect();
+                    (top, rows.len().saturating_sub(15), savings)
+                }
+            };
+            let planner_scenarios =
+                store.list_scenarios(10_000).await?.iter().filter(|s| s.kind == app::planner::KIND).count();
+            Ok(ReportsView {
+                reports: records.into_iter().map(report_view).collect(),
+                top,
+                others,
+                savings,
+                planner_scenarios,
+            })
+        })
+    }
+
+    fn report_from_scenarios(
+        &self,
+        headers: HeaderMap,
+        name: String,
+        from: String,
+        to: String,
+    ) -> Answer<ReportSummaryView> {
+        self.answer(headers, Role::Finance, move |store, caller| async move {
+            let deployments: Vec<reports::DeploymentInput> = store
+                .list_scenarios(10_000)
+                .await?
+                .iter()
+                .filter(|s| s.kind == app::planner::KIND)
+                .map(|s| Ok(deployment_of(&s.name, &s.inputs()?)))
+                .collect::<anyhow::Result<_>>()?;
+            if deployments.is_empty() {
+                return Err(FieldError::new(
+                    "deployments",
+                    "no planner scenario is saved yet; save one on the Planner page",
+                )
+                .into());
+            }
+            let request = reports::ReportRequest { name, from, to, deployments };
+            Ok(report_view(api::reports::build_and_store(&store, &caller, request).await?))
+        })
+    }
+
     fn import_prices(&self, headers: HeaderMap, csv: String) -> Answer<ImportOutcome> {
         self.answer(headers, Role::Finance, move |store, caller| async move {
             Ok(match api::prices::replace(&store, &caller, &csv).await? {
@@ -213,6 +285,64 @@ impl Backend for WebBackend {
                 },
             })
         })
+    }
+}
+
+fn report_view(r: ReportRecord) -> ReportSummaryView {
+    ReportSummaryView {
+        id: r.id,
+        name: r.name,
+        from: r.period_from,
+        to: r.period_to,
+        catalog_version: r.catalog_version,
+        created_by: r.created_by,
+        created_at_ms: r.created_at_ms,
+        deployments: r.deployment_count,
+        total_micro_usd: r.total_micro_usd,
+    }
+}
+
+/// A saved planner scenario as a report deployment: its monthly volume, training, serving cost
+/// per request (entered, or derived from price and throughput as the planner does), and its
+/// distillation option as a recommendation.
+fn deployment_of(name: &str, inputs: &std::collections::BTreeMap<String, String>) -> reports::DeploymentInput {
+    let num = |key: &str| -> f64 {
+        let spec = app::planner::FIELDS.iter().find(|f| f.key == key);
+        let text = inputs.get(key).map(String::as_str).or(spec.map(|s| s.default)).unwrap_or("0");
+        app::form::parse_number(text).unwrap_or(0.0)
+    };
+    let flag = |key: &str| num(key) == 1.0;
+    let serving = if flag("derive") {
+        num("hourly") / 3600.0 / (num("throughput") * num("utilization") / 100.0)
+    } else {
+        num("serving")
+    };
+    let recommendations = if flag("optimize") {
+        vec![reports::RecommendationInput {
+            kind: reports::Kind::Distillation,
+            instance_type: None,
+            replicas: None,
+            serving_saving_fraction: Some(num("saving") / 100.0),
+            extra_training_cost_usd: Some(reports::Amount::Number(num("extra"))),
+            cores_saved: None,
+            run_ids: vec![],
+        }]
+    } else {
+        vec![]
+    };
+    reports::DeploymentInput {
+        name: name.to_string(),
+        team: None,
+        instance_type: None,
+        purchase_option: "on_demand".into(),
+        region: None,
+        replicas: None,
+        serving_cost_per_request_usd: Some(reports::Amount::Number(serving)),
+        requests_per_month: num("requests").max(0.0).round() as u64,
+        training_cost_usd: Some(reports::Amount::Number(num("training"))),
+        retrains_per_month: num("retrains"),
+        run_ids: vec![],
+        recommendations,
     }
 }
 

@@ -8,6 +8,7 @@
 //! | `POST /api/v1/scenarios` | planner |
 //! | `GET /api/v1/prices`, `GET /api/v1/prices/versions` | viewer |
 //! | `POST /api/v1/prices` (CSV) | finance |
+//! | `POST /api/v1/reports`, `GET /api/v1/reports`, `GET /api/v1/reports/{id}[.csv|.xlsx|.parquet]` | finance |
 //! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty) | planner |
 //! | `GET /api/v1/agents` | admin |
 //! | `POST /login`, `POST /logout` | anyone |
@@ -16,6 +17,7 @@ pub mod agents;
 pub mod model;
 pub mod nodes;
 pub mod prices;
+pub mod reports;
 pub mod runs;
 pub mod scenarios;
 pub mod session;
@@ -31,6 +33,7 @@ pub fn router() -> Router<AppState> {
         .merge(agents::router())
         .merge(model::router())
         .merge(prices::router())
+        .merge(reports::router())
         .merge(scenarios::router())
         .merge(session::router())
 }

@@ -4,6 +4,7 @@
 
 mod people;
 mod prices;
+mod reports;
 mod runs;
 mod scenarios;
 
@@ -17,6 +18,7 @@ use sqlx::{AnyPool, ConnectOptions};
 
 pub use people::{AgentRecord, UserRecord};
 pub use prices::CatalogVersion;
+pub use reports::ReportRecord;
 pub use runs::{RunFilter, StoreOutcome};
 pub use scenarios::ScenarioRecord;
 

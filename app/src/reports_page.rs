@@ -1,0 +1,118 @@
+//! The Reports page (finance and admin): every monthly cost report with its total, the newest
+//! one's cost by deployment, the savings its recommendations would bring, and the downloads.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use model::format::{usd, utc_minute};
+use model::money::to_usd;
+
+use crate::charts::stacked_bars;
+use crate::data::{ReportsView, report_from_scenarios, reports_page};
+use crate::scenarios::clean;
+
+#[component]
+pub fn ReportsPage() -> impl IntoView {
+    let build = Action::new(|(name, from, to): &(String, String, String)| {
+        report_from_scenarios(name.clone(), from.clone(), to.clone())
+    });
+    let data = Resource::new(move || build.version().get(), |_| reports_page());
+    view! {
+        <Title text="Reports · Headroom"/>
+        <h1>"Reports"</h1>
+        <p class="lede">"What each deployment costs over a period and what each open recommendation would save, with the price-catalog version and benchmark runs behind every figure. Money is computed in whole micro-dollars and rounded only when shown."</p>
+        <Suspense fallback=|| view! { <p>"Loading reports…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Err(err) => view! { <p class="error">{format!("Could not load reports: {}", clean(&err))}</p> }.into_any(),
+                    Ok(v) => view! { <Reports v builder=build/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+type Build = Action<(String, String, String), Result<crate::data::ReportSummaryView, ServerFnError>>;
+
+#[component]
+fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
+    let name = RwSignal::new("Monthly cost".to_string());
+    let from = RwSignal::new("2026-11-01".to_string());
+    let to = RwSignal::new("2026-11-30".to_string());
+    let newest = v.reports.first().cloned();
+    let chart = (!v.top.is_empty()).then(|| {
+        let rows: Vec<(String, Vec<f64>)> =
+            v.top.iter().map(|(d, serving, training)| (d.clone(), vec![to_usd(*serving), to_usd(*training)])).collect();
+        stacked_bars("Cost by deployment, newest report", "USD over the period", &rows, &["serving", "training"], usd)
+    });
+    view! {
+        {newest.map(|r| {
+            let id = r.id.clone();
+            view! {
+                <div class="cards">
+                    <div class="card metric">
+                        <h2>{format!("{} · {} to {}", r.name, r.from, r.to)}</h2>
+                        <p class="big" data-out="report-total">{usd(to_usd(r.total_micro_usd))}</p>
+                        <p class="sub">{format!("{} deployment{}, price catalog v{}", r.deployments, if r.deployments == 1 { "" } else { "s" }, r.catalog_version)}</p>
+                        <p class="downloads">
+                            <a href=format!("/api/v1/reports/{id}.csv") download>"CSV"</a>" · "
+                            <a href=format!("/api/v1/reports/{id}.xlsx") download>"XLSX"</a>" · "
+                            <a href=format!("/api/v1/reports/{id}.parquet") download>"Parquet"</a>
+                        </p>
+                    </div>
+                    <div class="card metric">
+                        <h2>"Open recommendations would save"</h2>
+                        <dl>
+                            {v.savings.iter().map(|(kind, micros)| view! { <dt>{kind.replace('_', " ")}</dt><dd>{usd(to_usd(*micros))}</dd> }).collect_view()}
+                        </dl>
+                    </div>
+                </div>
+            }
+        })}
+        {chart.map(|svg| view! { <div class="chart card" data-chart="report" inner_html=svg></div> })}
+        {(v.others > 0).then(|| view! { <p class="note">{format!("{} smaller deployments are in the downloads.", v.others)}</p> })}
+        <div class="card">
+            <h2>"New report from saved scenarios"</h2>
+            <p class="hint">{format!("One deployment per saved planner scenario ({} saved): its volume, training and serving cost, and its distillation option as a recommendation. Reports of instance-priced deployments are built with POST /api/v1/reports.", v.planner_scenarios)}</p>
+            <div class="report-form">
+                <label>"Name "<input id="report-name" type="text" value=name.get_untracked() prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/></label>
+                <label>"From "<input id="report-from" type="date" value=from.get_untracked() prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev))/></label>
+                <label>"To "<input id="report-to" type="date" value=to.get_untracked() prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev))/></label>
+                <button type="button" class="primary" disabled=move || builder.pending().get() on:click=move |_| {
+                    builder.dispatch((name.get_untracked(), from.get_untracked(), to.get_untracked()));
+                }>"Build report"</button>
+            </div>
+            {move || builder.value().get().map(|r| match r {
+                Ok(s) => view! { <p class="saved" role="status">{format!("Built “{}”: {} deployment{}, {}.", s.name, s.deployments, if s.deployments == 1 { "" } else { "s" }, usd(to_usd(s.total_micro_usd)))}</p> }.into_any(),
+                Err(e) => view! { <p class="error" role="alert">{format!("Not built: {}", clean(&e))}</p> }.into_any(),
+            })}
+        </div>
+        <h2>"All reports"</h2>
+        {if v.reports.is_empty() {
+            view! { <p class="notice">"No report yet."</p> }.into_any()
+        } else {
+            view! {
+                <div class="table-wrap">
+                    <table class="reports">
+                        <thead><tr><th>"Name"</th><th>"Period"</th><th class="num">"Deployments"</th><th class="num">"Total"</th><th class="num">"Catalog"</th><th>"Built"</th><th>"Files"</th></tr></thead>
+                        <tbody>
+                            {v.reports.iter().map(|r| {
+                                let id = r.id.clone();
+                                view! {
+                                    <tr>
+                                        <td>{r.name.clone()}</td>
+                                        <td>{format!("{} to {}", r.from, r.to)}</td>
+                                        <td class="num">{r.deployments}</td>
+                                        <td class="num">{usd(to_usd(r.total_micro_usd))}</td>
+                                        <td class="num">{format!("v{}", r.catalog_version)}</td>
+                                        <td>{format!("{} by {}", utc_minute(r.created_at_ms), r.created_by)}</td>
+                                        <td><a href=format!("/api/v1/reports/{id}.csv")>"CSV"</a>" "<a href=format!("/api/v1/reports/{id}.xlsx")>"XLSX"</a>" "<a href=format!("/api/v1/reports/{id}.parquet")>"Parquet"</a></td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            }.into_any()
+        }}
+    }
+}

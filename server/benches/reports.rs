@@ -1,0 +1,99 @@
+//! `cargo bench -p headroom-server --bench reports`: a monthly report of 10,000 deployments
+//! (`HEADROOM_BENCH_DEPLOYMENTS` changes it), each priced from the shipped catalog with two
+//! recommendations: compute, the polars table, and each export. Median of 7; ratios are to the
+//! compute step in the same run. The target is the whole build, compute and all three files,
+//! under 2 s.
+
+use std::time::{Duration, Instant};
+
+use headroom_server::prices::{DEFAULT_CATALOG, parse};
+use headroom_server::reports::{self, Amount, DeploymentInput, Kind, Prices, RecommendationInput, ReportRequest};
+
+fn median(mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..7)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[3]
+}
+
+fn main() {
+    let n: usize = std::env::var("HEADROOM_BENCH_DEPLOYMENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let catalog = parse(DEFAULT_CATALOG).expect("catalog");
+    let instances: Vec<&str> = catalog.iter().map(|r| r.instance_type.as_str()).collect();
+    let deployments = (0..n)
+        .map(|i| DeploymentInput {
+            name: format!("model-{i}"),
+            team: Some(format!("team-{}", i % 40)),
+            instance_type: Some(instances[i % instances.len()].to_string()),
+            purchase_option: "on_demand".into(),
+            region: None,
+            replicas: Some(1 + (i % 16) as u32),
+            serving_cost_per_request_usd: None,
+            requests_per_month: 1_000_000 + (i as u64 * 7919) % 500_000_000,
+            training_cost_usd: Some(Amount::Text(format!("{}.25", 1000 + i % 50_000))),
+            retrains_per_month: (i % 4) as f64 * 0.5,
+            run_ids: vec![],
+            recommendations: vec![
+                RecommendationInput {
+                    kind: Kind::RightSizing,
+                    instance_type: Some(instances[(i + 3) % instances.len()].to_string()),
+                    replicas: Some(1 + (i % 8) as u32),
+                    serving_saving_fraction: None,
+                    extra_training_cost_usd: None,
+                    cores_saved: None,
+                    run_ids: vec![],
+                },
+                RecommendationInput {
+                    kind: Kind::Distillation,
+                    instance_type: None,
+                    replicas: None,
+                    serving_saving_fraction: Some(0.25),
+                    extra_training_cost_usd: Some(Amount::Number(2500.0)),
+                    cores_saved: None,
+                    run_ids: vec![],
+                },
+            ],
+        })
+        .collect();
+    let request =
+        ReportRequest { name: "bench".into(), from: "2026-11-01".into(), to: "2026-11-30".into(), deployments };
+    let prices = Prices::new(&catalog);
+    let build = || reports::build("bench".into(), &request, &prices, 1, &|_| true).expect("report");
+    let report = build();
+    let mut sizes = Vec::new();
+    let rows: Vec<(&str, Duration)> = vec![
+        ("compute (integer micro-dollars)", median(|| drop(build()))),
+        ("polars DataFrame", median(|| drop(reports::frame(&report).unwrap()))),
+        ("CSV", median(|| sizes.push(("CSV", reports::to_csv(&report).unwrap().len())))),
+        ("Parquet", median(|| sizes.push(("Parquet", reports::to_parquet(&report).unwrap().len())))),
+        ("XLSX", median(|| sizes.push(("XLSX", reports::to_xlsx(&report).unwrap().len())))),
+        (
+            "whole build: compute + CSV + Parquet + XLSX",
+            median(|| {
+                let r = build();
+                drop((reports::to_csv(&r), reports::to_parquet(&r), reports::to_xlsx(&r)));
+            }),
+        ),
+    ];
+    let base = rows[0].1.as_secs_f64();
+    println!("report of {n} deployments (median of 7)");
+    println!("{:<46} {:>10} {:>12}", "step", "time", "× compute");
+    for (name, t) in &rows {
+        println!("{name:<46} {:>8.1}ms {:>12.1}", t.as_secs_f64() * 1e3, t.as_secs_f64() / base);
+    }
+    sizes.dedup_by_key(|s| s.0);
+    for (name, bytes) in sizes {
+        println!("{name} file: {:.1} MiB", bytes as f64 / (1 << 20) as f64);
+    }
+    let whole = rows.last().unwrap().1;
+    println!(
+        "target: whole build under 2 s: {} ({:.2} s)",
+        if whole < Duration::from_secs(2) { "met" } else { "MISSED" },
+        whole.as_secs_f64()
+    );
+}

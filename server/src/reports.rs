@@ -1,0 +1,678 @@
+//! Monthly cost reports: per deployment, what serving and amortized training cost over a
+//! period, what each open recommendation would save, and where every figure came from (the
+//! price catalog version and row date, the benchmark runs). Money is integer micro-dollars
+//! from input to total; it becomes dollars only in the exported files. The table is a polars
+//! DataFrame, written as CSV and Parquet by polars and as XLSX by rust_xlsxwriter.
+
+use std::collections::{BTreeMap, HashMap};
+
+use model::FieldError;
+use model::money::{MicroUsd, format_usd, from_usd, parse_usd, to_usd};
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::prices::PriceRow;
+
+/// Days in the model's month (365.25 / 12).
+pub const DAYS_PER_MONTH: f64 = 30.4375;
+/// Most deployments in one report.
+pub const MAX_DEPLOYMENTS: usize = 100_000;
+
+/// An amount of US dollars: a decimal string (`"1234.56"`, exact) or a JSON number (rounded to
+/// the micro-dollar).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum Amount {
+    Text(String),
+    Number(f64),
+}
+
+impl Amount {
+    fn micros(&self, field: &str) -> Result<MicroUsd, FieldError> {
+        match self {
+            Amount::Text(t) => parse_usd(t).map_err(|reason| FieldError::new(field, reason)),
+            Amount::Number(n) if *n >= 0.0 => {
+                from_usd(*n).ok_or_else(|| FieldError::new(field, "must be a finite amount"))
+            }
+            Amount::Number(_) => Err(FieldError::new(field, "must not be negative")),
+        }
+    }
+}
+
+/// What a report covers.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportRequest {
+    pub name: String,
+    /// First day, `YYYY-MM-DD`.
+    pub from: String,
+    /// Last day, included.
+    pub to: String,
+    pub deployments: Vec<DeploymentInput>,
+}
+
+/// A model served on a configuration at a request volume.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentInput {
+    pub name: String,
+    #[serde(default)]
+    pub team: Option<String>,
+    /// Priced from the catalog with `replicas`; or give `serving_cost_per_request_usd` instead.
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    #[serde(default = "on_demand")]
+    pub purchase_option: String,
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    #[serde(default)]
+    pub serving_cost_per_request_usd: Option<Amount>,
+    pub requests_per_month: u64,
+    #[serde(default)]
+    pub training_cost_usd: Option<Amount>,
+    #[serde(default)]
+    pub retrains_per_month: f64,
+    /// Benchmark runs behind this configuration.
+    #[serde(default)]
+    pub run_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub recommendations: Vec<RecommendationInput>,
+}
+
+fn on_demand() -> String {
+    "on_demand".into()
+}
+
+/// Kinds of open recommendation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    RightSizing,
+    Quantization,
+    Distillation,
+    Transport,
+}
+
+/// A change that would lower the cost, in one of three forms: another configuration
+/// (`instance_type` and/or `replicas`, priced from the catalog), a cheaper-to-serve model
+/// (`serving_saving_fraction`, less `extra_training_cost_usd` per retrain), or fewer cores
+/// (`cores_saved`, priced per vCPU of the deployment's instance type).
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecommendationInput {
+    pub kind: Kind,
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    #[serde(default)]
+    pub serving_saving_fraction: Option<f64>,
+    #[serde(default)]
+    pub extra_training_cost_usd: Option<Amount>,
+    #[serde(default)]
+    pub cores_saved: Option<f64>,
+    #[serde(default)]
+    pub run_ids: Vec<Uuid>,
+}
+
+/// One deployment's line of a report.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct ReportRow {
+    pub deployment: String,
+    pub team: String,
+    /// `4 × g5.xlarge (on_demand, us-east-1)`, or `entered cost per request`.
+    pub configuration: String,
+    pub requests: u64,
+    pub serving_micro_usd: MicroUsd,
+    pub training_micro_usd: MicroUsd,
+    pub total_micro_usd: MicroUsd,
+    /// Savings by kind of recommendation, over the period.
+    pub savings_micro_usd: BTreeMap<Kind, MicroUsd>,
+    /// The catalog row's date, when the serving cost came from the catalog.
+    pub price_as_of: Option<String>,
+    pub price_source: String,
+    pub run_ids: Vec<Uuid>,
+}
+
+/// A built report.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct Report {
+    pub id: String,
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub days: u32,
+    pub catalog_version: i64,
+    pub rows: Vec<ReportRow>,
+}
+
+impl Report {
+    pub fn total_micro_usd(&self) -> MicroUsd {
+        self.rows.iter().map(|r| r.total_micro_usd).sum()
+    }
+
+    pub fn saving_micro_usd(&self, kind: Kind) -> MicroUsd {
+        self.rows.iter().map(|r| r.savings_micro_usd.get(&kind).copied().unwrap_or(0)).sum()
+    }
+}
+
+/// Days since 1970-01-01 of a `YYYY-MM-DD` date (Howard Hinnant's algorithm).
+pub fn days_from_civil(text: &str) -> Option<i32> {
+    let b = text.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (y, m, d): (i64, i64, i64) = (text[0..4].parse().ok()?, text[5..7].parse().ok()?, text[8..10].parse().ok()?);
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if !(1..=12).contains(&m) || d < 1 || d > month_days[(m - 1) as usize] {
+        return None;
+    }
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    i32::try_from(era * 146_097 + doe - 719_468).ok()
+}
+
+/// The catalog, looked up by (instance type, purchase option, region).
+pub struct Prices<'a> {
+    rows: HashMap<(&'a str, &'a str), Vec<&'a PriceRow>>,
+}
+
+impl<'a> Prices<'a> {
+    pub fn new(catalog: &'a [PriceRow]) -> Self {
+        let mut rows: HashMap<(&str, &str), Vec<&PriceRow>> = HashMap::new();
+        for r in catalog {
+            rows.entry((r.instance_type.as_str(), r.purchase_option.as_str())).or_default().push(r);
+        }
+        Prices { rows }
+    }
+
+    fn find(&self, instance: &str, option: &str, region: Option<&str>) -> Result<&'a PriceRow, String> {
+        let candidates = self.rows.get(&(instance, option)).map(Vec::as_slice).unwrap_or(&[]);
+        match region {
+            Some(region) => candidates
+                .iter()
+                .find(|r| r.region.as_deref() == Some(region))
+                .copied()
+                .ok_or_else(|| format!("{instance} ({option}) in {region} is not in the price catalog")),
+            None => match candidates {
+                [one] => Ok(*one),
+                [] => Err(format!("{instance} ({option}) is not in the price catalog")),
+                _ => Err(format!("{instance} ({option}) is priced in several regions; name the region")),
+            },
+        }
+    }
+}
+
+/// Computes a report. `known_run` says whether a benchmark run is stored.
+pub fn build(
+    id: String,
+    request: &ReportRequest,
+    prices: &Prices<'_>,
+    catalog_version: i64,
+    known_run: &dyn Fn(&Uuid) -> bool,
+) -> Result<Report, FieldError> {
+    let name = request.name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(FieldError::new("name", "must be 1 to 200 characters"));
+    }
+    let from =
+        days_from_civil(&request.from).ok_or_else(|| FieldError::new("from", "must be a date like 2026-11-01"))?;
+    let to = days_from_civil(&request.to).ok_or_else(|| FieldError::new("to", "must be a date like 2026-11-30"))?;
+    if to < from || to - from >= 3660 {
+        return Err(FieldError::new("to", "must be on or after `from`, within ten years"));
+    }
+    if request.deployments.is_empty() || request.deployments.len() > MAX_DEPLOYMENTS {
+        return Err(FieldError::new("deployments", format!("must hold 1 to {MAX_DEPLOYMENTS} deployments")));
+    }
+    let days = (to - from + 1) as u32;
+    let hours = i64::from(days) * 24;
+    let months = f64::from(days) / DAYS_PER_MONTH;
+    let rows = request
+        .deployments
+        .iter()
+        .enumerate()
+        .map(|(i, d)| row(&format!("deployments[{i}]"), d, prices, hours, months, known_run))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Report {
+        id,
+        name: name.to_string(),
+        from: request.from.clone(),
+        to: request.to.clone(),
+        days,
+        catalog_version,
+        rows,
+    })
+}
+
+/// `value × fraction`, rounded half away from zero, in micro-dollars.
+fn scaled(value: MicroUsd, fraction: f64) -> MicroUsd {
+    (value as f64 * fraction).round() as MicroUsd
+}
+
+fn row(
+    at: &str,
+    d: &DeploymentInput,
+    prices: &Prices<'_>,
+    hours: i64,
+    months: f64,
+    known_run: &dyn Fn(&Uuid) -> bool,
+) -> Result<ReportRow, FieldError> {
+    let field = |name: &str| format!("{at}.{name}");
+    if d.name.trim().is_empty() {
+        return Err(FieldError::new(field("name"), "must not be empty"));
+    }
+    if !(d.retrains_per_month.is_finite() && d.retrains_per_month >= 0.0) {
+        return Err(FieldError::new(field("retrains_per_month"), "must be a finite number, zero or more"));
+    }
+    for (j, run) in d.run_ids.iter().enumerate() {
+        if !known_run(run) {
+            return Err(FieldError::new(format!("{at}.run_ids[{j}]"), format!("no stored run {run}")));
+        }
+    }
+    let requests = (d.requests_per_month as f64 * months).round() as u64;
+    let (serving, configuration, price_as_of, price_source, price) =
+        match (&d.instance_type, &d.serving_cost_per_request_usd) {
+            (Some(instance), None) => {
+                let replicas = d
+                    .replicas
+                    .filter(|r| *r > 0)
+                    .ok_or_else(|| FieldError::new(field("replicas"), "must be 1 or more with instance_type"))?;
+                let p = prices
+                    .find(instance, &d.purchase_option, d.region.as_deref())
+                    .map_err(|reason| FieldError::new(field("instance_type"), reason))?;
+                let serving = p.hourly_micro_usd * i64::from(replicas) * hours;
+                let config = format!(
+                    "{replicas} × {instance} ({}{})",
+                    d.purchase_option,
+                    p.region.as_deref().map(|r| format!(", {r}")).unwrap_or_default()
+                );
+                (serving, config, Some(p.as_of.clone()), p.source.clone(), Some(p))
+            }
+            (None, Some(per_request)) => {
+                let micros = per_request.micros(&field("serving_cost_per_request_usd"))?;
+                let serving = (micros as f64 * requests as f64).round() as MicroUsd;
+                (serving, format!("entered: {} USD per request", format_usd(micros)), None, "entered".to_string(), None)
+            }
+            _ => {
+                return Err(FieldError::new(
+                    field("instance_type"),
+                    "give either instance_type with replicas, or serving_cost_per_request_usd",
+                ));
+            }
+        };
+    let training_once =
+        d.training_cost_usd.as_ref().map(|a| a.micros(&field("training_cost_usd"))).transpose()?.unwrap_or(0);
+    let training = scaled(training_once, d.retrains_per_month * months);
+    let mut savings: BTreeMap<Kind, MicroUsd> = BTreeMap::new();
+    let mut run_ids = d.run_ids.clone();
+    for (j, r) in d.recommendations.iter().enumerate() {
+        let at = format!("{at}.recommendations[{j}]");
+        let rf = |name: &str| format!("{at}.{name}");
+        for (k, run) in r.run_ids.iter().enumerate() {
+            if !known_run(run) {
+                return Err(FieldError::new(format!("{at}.run_ids[{k}]"), format!("no stored run {run}")));
+            }
+            if !run_ids.contains(run) {
+                run_ids.push(*run);
+            }
+        }
+        let saving = if r.instance_type.is_some() || r.replicas.is_some() {
+            let instance =
+                r.instance_type.as_deref().or(d.instance_type.as_deref()).ok_or_else(|| {
+                    FieldError::new(rf("instance_type"), "the deployment has no instance type to keep")
+                })?;
+            let replicas = r
+                .replicas
+                .or(d.replicas)
+                .filter(|n| *n > 0)
+                .ok_or_else(|| FieldError::new(rf("replicas"), "must be 1 or more"))?;
+            let alt = prices
+                .find(instance, &d.purchase_option, d.region.as_deref())
+                .map_err(|reason| FieldError::new(rf("instance_type"), reason))?;
+            serving - alt.hourly_micro_usd * i64::from(replicas) * hours
+        } else if let Some(fraction) = r.serving_saving_fraction {
+            if !(0.0..=1.0).contains(&fraction) {
+                return Err(FieldError::new(rf("serving_saving_fraction"), "must be between 0 and 1"));
+            }
+            let extra = r
+                .extra_training_cost_usd
+                .as_ref()
+                .map(|a| a.micros(&rf("extra_training_cost_usd")))
+                .transpose()?
+                .unwrap_or(0);
+            scaled(serving, fraction) - scaled(extra, d.retrains_per_month * months)
+        } else if let Some(cores) = r.cores_saved {
+            let p = price.ok_or_else(|| {
+                FieldError::new(rf("cores_saved"), "needs the deployment's instance type to price a core")
+            })?;
+            let vcpus = p
+                .vcpus
+                .filter(|v| *v > 0)
+                .ok_or_else(|| FieldError::new(rf("cores_saved"), "the catalog row gives no vCPU count"))?;
+            if !(cores.is_finite() && cores >= 0.0) {
+                return Err(FieldError::new(rf("cores_saved"), "must be a finite number, zero or more"));
+            }
+            scaled(p.hourly_micro_usd * hours, cores / f64::from(vcpus))
+        } else {
+            return Err(FieldError::new(
+                at.clone(),
+                "give instance_type/replicas, serving_saving_fraction or cores_saved",
+            ));
+        };
+        *savings.entry(r.kind).or_default() += saving;
+    }
+    Ok(ReportRow {
+        deployment: d.name.trim().to_string(),
+        team: d.team.clone().unwrap_or_default(),
+        configuration,
+        requests,
+        serving_micro_usd: serving,
+        training_micro_usd: training,
+        total_micro_usd: serving + training,
+        savings_micro_usd: savings,
+        price_as_of,
+        price_source,
+        run_ids,
+    })
+}
+
+pub const KINDS: [Kind; 4] = [Kind::RightSizing, Kind::Quantization, Kind::Distillation, Kind::Transport];
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::RightSizing => "right_sizing",
+        Kind::Quantization => "quantization",
+        Kind::Distillation => "distillation",
+        Kind::Transport => "transport",
+    }
+}
+
+/// The report's table: one row per deployment, money in USD (exact conversions of the integer
+/// micro-dollars), dates as dates.
+pub fn frame(report: &Report) -> PolarsResult<DataFrame> {
+    let n = report.rows.len();
+    let usd = |f: &dyn Fn(&ReportRow) -> MicroUsd| -> Vec<f64> { report.rows.iter().map(|r| to_usd(f(r))).collect() };
+    let text = |f: &dyn Fn(&ReportRow) -> String| -> Vec<String> { report.rows.iter().map(f).collect() };
+    let from = days_from_civil(&report.from).unwrap_or(0);
+    let to = days_from_civil(&report.to).unwrap_or(0);
+    let date = |name: &str, day: i32| -> PolarsResult<Column> {
+        Ok(Series::new(name.into(), vec![day; n]).cast(&DataType::Date)?.into_column())
+    };
+    let mut columns = vec![
+        Column::new("deployment".into(), text(&|r| r.deployment.clone())),
+        Column::new("team".into(), text(&|r| r.team.clone())),
+        Column::new("configuration".into(), text(&|r| r.configuration.clone())),
+        date("period_from", from)?,
+        date("period_to", to)?,
+        Column::new("requests".into(), report.rows.iter().map(|r| r.requests).collect::<Vec<u64>>()),
+        Column::new("serving_usd".into(), usd(&|r| r.serving_micro_usd)),
+        Column::new("training_usd".into(), usd(&|r| r.training_micro_usd)),
+        Column::new("total_usd".into(), usd(&|r| r.total_micro_usd)),
+        Column::new(
+            "cost_per_request_usd".into(),
+            report
+                .rows
+                .iter()
+                .map(|r| if r.requests == 0 { None } else { Some(to_usd(r.total_micro_usd) / r.requests as f64) })
+                .collect::<Vec<Option<f64>>>(),
+        ),
+    ];
+    for kind in KINDS {
+        columns.push(Column::new(
+            format!("saving_{}_usd", kind_name(kind)).into(),
+            usd(&|r| r.savings_micro_usd.get(&kind).copied().unwrap_or(0)),
+        ));
+    }
+    columns.extend([
+        Column::new("price_catalog_version".into(), vec![report.catalog_version; n]),
+        Column::new(
+            "price_as_of".into(),
+            report.rows.iter().map(|r| r.price_as_of.clone()).collect::<Vec<Option<String>>>(),
+        ),
+        Column::new("price_source".into(), text(&|r| r.price_source.clone())),
+        Column::new(
+            "benchmark_run_ids".into(),
+            text(&|r| r.run_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(" ")),
+        ),
+    ]);
+    DataFrame::new(n, columns)
+}
+
+/// The table as CSV, then a `TOTAL` line whose money columns are the exact sums of the rows.
+pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
+    let mut df = frame(report)?;
+    let mut out = Vec::new();
+    CsvWriter::new(&mut out).include_header(true).finish(&mut df)?;
+    let sum = |f: &dyn Fn(&ReportRow) -> MicroUsd| format_usd(report.rows.iter().map(f).sum());
+    let requests: u64 = report.rows.iter().map(|r| r.requests).sum();
+    let mut total = vec![
+        "TOTAL".to_string(),
+        String::new(),
+        String::new(),
+        report.from.clone(),
+        report.to.clone(),
+        requests.to_string(),
+        sum(&|r| r.serving_micro_usd),
+        sum(&|r| r.training_micro_usd),
+        sum(&|r| r.total_micro_usd),
+        if requests == 0 { String::new() } else { format!("{}", to_usd(report.total_micro_usd()) / requests as f64) },
+    ];
+    total.extend(KINDS.iter().map(|k| format_usd(report.saving_micro_usd(*k))));
+    total.extend([report.catalog_version.to_string(), String::new(), String::new(), String::new()]);
+    out.extend_from_slice(total.join(",").as_bytes());
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// The table as Parquet (rows only; sum a column for its total).
+pub fn to_parquet(report: &Report) -> PolarsResult<Vec<u8>> {
+    let mut df = frame(report)?;
+    let mut out = Vec::new();
+    ParquetWriter::new(&mut out).finish(&mut df)?;
+    Ok(out)
+}
+
+/// The table as an XLSX workbook: numbers as numbers (money formatted as USD), dates as dates,
+/// a `TOTAL` row, and a second sheet saying where the figures came from.
+pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
+    use rust_xlsxwriter::{ExcelDateTime, Format, Workbook};
+    let df = frame(report).map_err(|e| rust_xlsxwriter::XlsxError::ParameterError(e.to_string()))?;
+    let mut book = Workbook::new();
+    let money = Format::new().set_num_format("$#,##0.00");
+    let tiny = Format::new().set_num_format("$0.000000");
+    let date = Format::new().set_num_format("yyyy-mm-dd");
+    let bold = Format::new().set_bold();
+    let sheet = book.add_worksheet().set_name("Report")?;
+    let names: Vec<String> = df.get_column_names().iter().map(|n| n.to_string()).collect();
+    for (c, name) in names.iter().enumerate() {
+        sheet.write_string_with_format(0, c as u16, name, &bold)?;
+    }
+    let day = |text: &str| -> Result<ExcelDateTime, rust_xlsxwriter::XlsxError> {
+        let d = days_from_civil(text).unwrap_or(0);
+        let (y, m, dd) = civil(d);
+        ExcelDateTime::from_ymd(y as u16, m as u8, dd as u8)
+    };
+    let (from, to) = (day(&report.from)?, day(&report.to)?);
+    for (i, r) in report.rows.iter().enumerate() {
+        let row = i as u32 + 1;
+        sheet.write_string(row, 0, &r.deployment)?;
+        sheet.write_string(row, 1, &r.team)?;
+        sheet.write_string(row, 2, &r.configuration)?;
+        sheet.write_datetime_with_format(row, 3, &from, &date)?;
+        sheet.write_datetime_with_format(row, 4, &to, &date)?;
+        sheet.write_number(row, 5, r.requests as f64)?;
+        sheet.write_number_with_format(row, 6, to_usd(r.serving_micro_usd), &money)?;
+        sheet.write_number_with_format(row, 7, to_usd(r.training_micro_usd), &money)?;
+        sheet.write_number_with_format(row, 8, to_usd(r.total_micro_usd), &money)?;
+        if r.requests > 0 {
+            sheet.write_number_with_format(row, 9, to_usd(r.total_micro_usd) / r.requests as f64, &tiny)?;
+        }
+        for (k, kind) in KINDS.iter().enumerate() {
+            let v = r.savings_micro_usd.get(kind).copied().unwrap_or(0);
+            sheet.write_number_with_format(row, 10 + k as u16, to_usd(v), &money)?;
+        }
+        sheet.write_number(row, 14, report.catalog_version as f64)?;
+        if let Some(as_of) = &r.price_as_of {
+            sheet.write_datetime_with_format(row, 15, &day(as_of)?, &date)?;
+        }
+        sheet.write_string(row, 16, &r.price_source)?;
+        sheet.write_string(row, 17, r.run_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(" "))?;
+    }
+    let total = report.rows.len() as u32 + 1;
+    let money_bold = Format::new().set_num_format("$#,##0.00").set_bold();
+    sheet.write_string_with_format(total, 0, "TOTAL", &bold)?;
+    sheet.write_number(total, 5, report.rows.iter().map(|r| r.requests).sum::<u64>() as f64)?;
+    let sums = [
+        report.rows.iter().map(|r| r.serving_micro_usd).sum::<MicroUsd>(),
+        report.rows.iter().map(|r| r.training_micro_usd).sum(),
+        report.total_micro_usd(),
+    ];
+    for (k, s) in sums.iter().enumerate() {
+        sheet.write_number_with_format(total, 6 + k as u16, to_usd(*s), &money_bold)?;
+    }
+    for (k, kind) in KINDS.iter().enumerate() {
+        sheet.write_number_with_format(total, 10 + k as u16, to_usd(report.saving_micro_usd(*kind)), &money_bold)?;
+    }
+    sheet.set_freeze_panes(1, 1)?;
+    sheet.autofit();
+    let about = book.add_worksheet().set_name("About")?;
+    let lines = [
+        ("Report", report.name.clone()),
+        ("Period", format!("{} to {} ({} days)", report.from, report.to, report.days)),
+        ("Price catalog version", report.catalog_version.to_string()),
+        ("Money", "computed in integer micro-dollars; shown rounded to cents".to_string()),
+        ("Requests", format!("requests per month × days / {DAYS_PER_MONTH}")),
+    ];
+    for (i, (k, v)) in lines.iter().enumerate() {
+        about.write_string_with_format(i as u32, 0, *k, &bold)?;
+        about.write_string(i as u32, 1, v)?;
+    }
+    book.save_to_buffer()
+}
+
+/// Days since 1970-01-01 to (year, month, day).
+fn civil(days: i32) -> (i64, u32, u32) {
+    let z = i64::from(days) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog() -> Vec<PriceRow> {
+        crate::prices::parse(crate::prices::DEFAULT_CATALOG).unwrap()
+    }
+
+    fn request(deployments: Vec<DeploymentInput>) -> ReportRequest {
+        ReportRequest { name: "November".into(), from: "2026-11-01".into(), to: "2026-11-30".into(), deployments }
+    }
+
+    fn deployment(instance: &str, replicas: u32) -> DeploymentInput {
+        DeploymentInput {
+            name: "ranker".into(),
+            team: Some("search".into()),
+            instance_type: Some(instance.into()),
+            purchase_option: "on_demand".into(),
+            region: None,
+            replicas: Some(replicas),
+            serving_cost_per_request_usd: None,
+            requests_per_month: 100_000_000,
+            training_cost_usd: Some(Amount::Text("20000".into())),
+            retrains_per_month: 1.0,
+            run_ids: vec![],
+            recommendations: vec![],
+        }
+    }
+
+    #[test]
+    fn dates_round_trip() {
+        assert_eq!(days_from_civil("1970-01-01"), Some(0));
+        assert_eq!(days_from_civil("2000-02-29"), Some(11_016));
+        assert_eq!(days_from_civil("2026-02-29"), None);
+        assert_eq!(civil(days_from_civil("2026-11-30").unwrap()), (2026, 11, 30));
+    }
+
+    #[test]
+    fn serving_is_price_times_replicas_times_hours_exactly() {
+        let catalog = catalog();
+        let mut d = deployment("g5.xlarge", 4);
+        d.recommendations = vec![
+            RecommendationInput {
+                kind: Kind::RightSizing,
+                instance_type: Some("g6.xlarge".into()),
+                replicas: Some(3),
+                serving_saving_fraction: None,
+                extra_training_cost_usd: None,
+                cores_saved: None,
+                run_ids: vec![],
+            },
+            RecommendationInput {
+                kind: Kind::Distillation,
+                instance_type: None,
+                replicas: None,
+                serving_saving_fraction: Some(0.25),
+                extra_training_cost_usd: Some(Amount::Number(3000.0)),
+                cores_saved: None,
+                run_ids: vec![],
+            },
+        ];
+        let r = build("r".into(), &request(vec![d]), &Prices::new(&catalog), 1, &|_| true).unwrap();
+        let row = &r.rows[0];
+        // 1.006 USD × 4 replicas × 720 hours.
+        assert_eq!(row.serving_micro_usd, 1_006_000 * 4 * 720);
+        assert_eq!(row.total_micro_usd, row.serving_micro_usd + row.training_micro_usd);
+        assert_eq!(row.savings_micro_usd[&Kind::RightSizing], (1_006_000 * 4 - 804_800 * 3) * 720);
+        let months = 30.0 / DAYS_PER_MONTH;
+        assert_eq!(row.training_micro_usd, (20_000_000_000.0 * months).round() as i64);
+        let distill = (row.serving_micro_usd as f64 * 0.25).round() as i64 - (3_000_000_000.0 * months).round() as i64;
+        assert_eq!(row.savings_micro_usd[&Kind::Distillation], distill);
+        assert_eq!(row.price_as_of.as_deref(), Some("2024-06-01"));
+    }
+
+    #[test]
+    fn wrong_deployments_name_the_field() {
+        let catalog = catalog();
+        let prices = Prices::new(&catalog);
+        let bad = |d: DeploymentInput| {
+            build("r".into(), &request(vec![deployment("g5.xlarge", 1), d]), &prices, 1, &|_| false).unwrap_err().field
+        };
+        assert_eq!(bad(deployment("nope.large", 1)), "deployments[1].instance_type");
+        assert_eq!(bad(deployment("g5.xlarge", 0)), "deployments[1].replicas");
+        let mut d = deployment("g5.xlarge", 1);
+        d.run_ids = vec![Uuid::nil()];
+        assert_eq!(bad(d), "deployments[1].run_ids[0]");
+        let mut d = deployment("g5.xlarge", 1);
+        d.training_cost_usd = Some(Amount::Number(-1.0));
+        assert_eq!(bad(d), "deployments[1].training_cost_usd");
+    }
+
+    #[test]
+    fn every_format_totals_to_the_sum_of_its_rows() {
+        let catalog = catalog();
+        let deployments =
+            (0..50).map(|i| deployment(if i % 2 == 0 { "g5.xlarge" } else { "p4d.24xlarge" }, 1 + i % 5)).collect();
+        let r = build("r".into(), &request(deployments), &Prices::new(&catalog), 1, &|_| true).unwrap();
+        let csv = String::from_utf8(to_csv(&r).unwrap()).unwrap();
+        let last = csv.lines().last().unwrap();
+        assert!(last.starts_with("TOTAL,"));
+        let total: MicroUsd = r.rows.iter().map(|x| x.total_micro_usd).sum();
+        assert_eq!(last.split(',').nth(8).unwrap(), format_usd(total));
+        assert_eq!(csv.lines().count(), 52, "header, 50 rows, total");
+    }
+}

@@ -1,0 +1,87 @@
+//! Stored finance reports.
+
+use std::collections::HashSet;
+
+use sqlx::{AssertSqlSafe, FromRow};
+use uuid::Uuid;
+
+use super::{Store, now_ms};
+use crate::reports::Report;
+
+/// A report without its rows.
+#[derive(Debug, Clone, FromRow, serde::Serialize, utoipa::ToSchema)]
+pub struct ReportRecord {
+    pub id: String,
+    pub name: String,
+    pub period_from: String,
+    pub period_to: String,
+    pub catalog_version: i64,
+    pub created_by: String,
+    pub created_at_ms: i64,
+    pub deployment_count: i64,
+    pub total_micro_usd: i64,
+}
+
+const SUMMARY: &str = "SELECT id, name, period_from, period_to, catalog_version, created_by, created_at_ms, \
+                       deployment_count, total_micro_usd FROM reports";
+
+impl Store {
+    pub async fn insert_report(&self, report: &Report, created_by: &str) -> anyhow::Result<ReportRecord> {
+        sqlx::query(
+            "INSERT INTO reports (id, name, period_from, period_to, catalog_version, created_by, created_at_ms, \
+             deployment_count, total_micro_usd, report_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&report.id)
+        .bind(&report.name)
+        .bind(&report.from)
+        .bind(&report.to)
+        .bind(report.catalog_version)
+        .bind(created_by)
+        .bind(now_ms())
+        .bind(report.rows.len() as i64)
+        .bind(report.total_micro_usd())
+        .bind(serde_json::to_string(report)?)
+        .execute(&self.pool)
+        .await?;
+        self.report_record(&report.id).await?.ok_or_else(|| anyhow::anyhow!("report {} vanished", report.id))
+    }
+
+    pub async fn report_record(&self, id: &str) -> anyhow::Result<Option<ReportRecord>> {
+        Ok(sqlx::query_as(AssertSqlSafe(format!("{SUMMARY} WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// Newest first.
+    pub async fn list_reports(&self, limit: u32) -> anyhow::Result<Vec<ReportRecord>> {
+        Ok(sqlx::query_as(AssertSqlSafe(format!("{SUMMARY} ORDER BY created_at_ms DESC, id DESC LIMIT {limit}")))
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    pub async fn report(&self, id: &str) -> anyhow::Result<Option<Report>> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT report_json FROM reports WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        row.map(|(json,)| serde_json::from_str(&json).map_err(Into::into)).transpose()
+    }
+
+    /// Which of these run ids are stored.
+    pub async fn existing_runs(&self, ids: &[Uuid]) -> anyhow::Result<HashSet<Uuid>> {
+        let mut found = HashSet::new();
+        for chunk in ids.chunks(500) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!("SELECT id FROM runs WHERE id IN ({})", placeholders.join(", "));
+            let mut query = sqlx::query_as::<_, (String,)>(AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(id.to_string());
+            }
+            for (id,) in query.fetch_all(&self.pool).await? {
+                if let Ok(id) = Uuid::parse_str(&id) {
+                    found.insert(id);
+                }
+            }
+        }
+        Ok(found)
+    }
+}
