@@ -6,6 +6,8 @@
 //! with the values themselves.
 
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentedCoord;
+use plotters::coord::types::{RangedCoordf64, RangedCoordu32};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -298,6 +300,44 @@ fn marker_shape<DB: DrawingBackend>(
     }
 }
 
+type RowChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordu32>>>;
+
+/// A chart with one horizontal slot per named row (the first at the top) over an x range.
+#[allow(clippy::too_many_arguments)]
+fn row_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    unit_label: &str,
+    (lo, hi): (f64, f64),
+    names: &[&str],
+    label_width: u32,
+    legend: u32,
+    format: fn(f64) -> String,
+) -> Result<RowChart<'a, 'b>, Box<dyn std::error::Error>> {
+    let n = names.len() as u32;
+    let mut c = ChartBuilder::on(root)
+        .caption(title, (FONT, 18))
+        .margin(12)
+        .margin_bottom(12 + legend)
+        .x_label_area_size(44)
+        .y_label_area_size(label_width)
+        .build_cartesian_2d(lo..hi, (0u32..n).into_segmented())?;
+    c.configure_mesh()
+        .disable_y_mesh()
+        .x_desc(unit_label)
+        .x_labels(5)
+        .x_label_formatter(&|v| format(*v))
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) if *i < n => names[(n - 1 - i) as usize].to_string(),
+            _ => String::new(),
+        })
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    Ok(c)
+}
+
 /// Horizontal bars around a base value: how far each input moves the answer when it alone
 /// goes to its P10 (light bar, labelled) and its P90 (dark bar, labelled).
 pub fn tornado(
@@ -319,25 +359,8 @@ pub fn tornado(
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 110 + 46 * (n + 1))).into_drawing_area();
         let drawn: DrawResult = (|| {
             root.fill(&WHITE)?;
-            let mut c = ChartBuilder::on(&root)
-                .caption(title, (FONT, 18))
-                .margin(12)
-                .x_label_area_size(44)
-                .y_label_area_size(130)
-                .build_cartesian_2d((lo - pad)..(hi + pad), (0u32..n).into_segmented())?;
-            c.configure_mesh()
-                .disable_y_mesh()
-                .x_desc(unit_label)
-                .x_labels(5)
-                .x_label_formatter(&|v| format(*v))
-                .y_label_formatter(&|v| match v {
-                    SegmentValue::CenterOf(i) if *i < n => rows[(n - 1 - i) as usize].0.clone(),
-                    _ => String::new(),
-                })
-                .label_style((FONT, 13))
-                .axis_desc_style((FONT, 14))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()?;
+            let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+            let mut c = row_chart(&root, title, unit_label, ((lo - pad), (hi + pad)), &names, 130, 0, format)?;
             for (i, (_, at_p10, at_p90)) in rows.iter().enumerate() {
                 let slot = n - 1 - i as u32;
                 for (end, colour, label) in [(*at_p10, PALETTE[5], "P10"), (*at_p90, PALETTE[0], "P90")] {
@@ -401,26 +424,8 @@ pub fn stacked_bars(
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height + legend)).into_drawing_area();
         let drawn: DrawResult = (|| {
             root.fill(&WHITE)?;
-            let mut c = ChartBuilder::on(&root)
-                .caption(title, (FONT, 18))
-                .margin(12)
-                .margin_bottom(12 + legend)
-                .x_label_area_size(44)
-                .y_label_area_size(170)
-                .build_cartesian_2d(0f64..hi, (0u32..n).into_segmented())?;
-            c.configure_mesh()
-                .disable_y_mesh()
-                .x_desc(unit_label)
-                .x_labels(5)
-                .x_label_formatter(&|v| format(*v))
-                .y_label_formatter(&|v| match v {
-                    SegmentValue::CenterOf(i) if *i < n => rows[(n - 1 - i) as usize].0.clone(),
-                    _ => String::new(),
-                })
-                .label_style((FONT, 13))
-                .axis_desc_style((FONT, 14))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()?;
+            let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+            let mut c = row_chart(&root, title, unit_label, (0.0, hi), &names, 170, legend, format)?;
             for (i, (_, values)) in rows.iter().enumerate() {
                 let slot = n - 1 - i as u32;
                 let mut start = 0.0;

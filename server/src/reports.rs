@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::FieldError;
+use model::format::civil_from_days;
 use model::money::{MicroUsd, format_usd, from_usd, parse_usd, to_usd};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -497,7 +498,7 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     }
     let day = |text: &str| -> Result<ExcelDateTime, rust_xlsxwriter::XlsxError> {
         let d = days_from_civil(text).unwrap_or(0);
-        let (y, m, dd) = civil(d);
+        let (y, m, dd) = civil_from_days(i64::from(d));
         ExcelDateTime::from_ymd(y as u16, m as u8, dd as u8)
     };
     let (from, to) = (day(&report.from)?, day(&report.to)?);
@@ -558,19 +559,6 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     book.save_to_buffer()
 }
 
-/// Days since 1970-01-01 to (year, month, day).
-fn civil(days: i32) -> (i64, u32, u32) {
-    let z = i64::from(days) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,7 +593,7 @@ mod tests {
         assert_eq!(days_from_civil("1970-01-01"), Some(0));
         assert_eq!(days_from_civil("2000-02-29"), Some(11_016));
         assert_eq!(days_from_civil("2026-02-29"), None);
-        assert_eq!(civil(days_from_civil("2026-11-30").unwrap()), (2026, 11, 30));
+        assert_eq!(civil_from_days(i64::from(days_from_civil("2026-11-30").unwrap())), (2026, 11, 30));
     }
 
     #[test]
