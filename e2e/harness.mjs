@@ -48,12 +48,15 @@ export async function startServer(suites, agentArgs = []) {
   const server = spawn(serverBin, ['serve', '--listen', `127.0.0.1:${port}`, '--site-root', siteRoot], { env, stdio: 'inherit' });
   await waitReady(base, 30_000);
   const token = readFileSync(join(dataDir, 'agent-token'), 'utf8').trim();
-  execFileSync(agentBin, ['run', ...suites, '--quick', ...agentArgs, '--server', base, '--spool', join(dataDir, 'spool')], {
-    env: { ...env, HEADROOM_TOKEN: token },
-    stdio: 'inherit',
-  });
+  /** Measures this machine with the real agent and uploads the run. */
+  const measure = (suites, agentArgs = []) =>
+    execFileSync(agentBin, ['run', ...suites, '--quick', ...agentArgs, '--server', base, '--spool', join(dataDir, 'spool')], {
+      env: { ...env, HEADROOM_TOKEN: token },
+      stdio: 'inherit',
+    });
+  measure(suites, agentArgs);
   const password = readFileSync(join(dataDir, 'admin-password'), 'utf8').trim();
-  return { base, server, dataDir, password, stop: () => server.kill('SIGTERM') };
+  return { base, server, dataDir, password, measure, stop: () => server.kill('SIGTERM') };
 }
 
 export function launch() {

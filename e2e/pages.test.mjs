@@ -10,6 +10,8 @@ let browser;
 before(async () => {
   // The node says which instance type it is, so right-sizing prices it from the catalog.
   env = await startServer(['system', 'quant', 'transport'], ['--instance-type', 'c7i.2xlarge']);
+  // A second, later system run: the run page follows memcpy bandwidth across both.
+  env.measure(['system'], ['--instance-type', 'c7i.2xlarge']);
   browser = await launch();
 });
 
@@ -141,11 +143,13 @@ test('transport and run pages: a recommendation with its reason, and the run cha
   await screenshot(page, 'transport-1280');
 
   await page.goto(`${env.base}/fleet`);
-  await page.locator('table a[href^="/runs/"]').first().click();
+  await page.locator('tr', { hasText: 'quant' }).locator('a[href^="/runs/"]').click();
   await page.waitForURL(/\/runs\/[0-9a-f-]{36}$/);
-  for (const kind of ['bandwidth', 'cdf', 'payload', 'precision']) {
+  for (const kind of ['bandwidth', 'cdf', 'payload', 'precision', 'trend']) {
     await page.locator(`[data-chart=${kind}] svg`).first().waitFor();
   }
+  assert.match(await page.locator('[data-chart=trend]').innerHTML(), /memcpy bandwidth across this node/);
+  assert.equal(await page.locator('ul.node-runs li').count(), 2);
   await noNaN(page);
   await screenshot(page, 'run-1280');
   await page.setViewportSize(PHONE);

@@ -12,7 +12,23 @@ use crate::data::{
     CatalogView, ImportOutcome, MeasuredFleet, ReportSummaryView, ReportsView, RunView, ScenarioView, TransportRun,
 };
 
-type Answer<T> = BoxFuture<'static, Result<T, String>>;
+/// Why page data could not be given: the HTTP status the API would answer and its message.
+#[derive(Debug, Clone)]
+pub struct PageError {
+    pub status: u16,
+    pub message: String,
+}
+
+type Answer<T> = BoxFuture<'static, Result<T, PageError>>;
+
+/// A page-data error as a server function error, with the response status set to the API's
+/// (401, 403, 404, 422…) rather than a blanket 500.
+pub fn page_error(err: PageError) -> leptos::prelude::ServerFnError {
+    if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(http::StatusCode::from_u16(err.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
+    }
+    leptos::prelude::ServerFnError::new(err.message)
+}
 
 /// The server's side of the pages' data.
 pub trait Backend: Send + Sync + 'static {

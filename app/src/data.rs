@@ -169,53 +169,53 @@ use leptos::prelude::{ServerFnError, server};
 /// Nodes with quantization measurements, newest run of each.
 #[server(prefix = "/srv", endpoint = "measured_nodes")]
 pub async fn measured_nodes() -> Result<MeasuredFleet, ServerFnError> {
-    backend().0.measured_nodes(headers().await?).await.map_err(ServerFnError::new)
+    backend().0.measured_nodes(headers().await?).await.map_err(crate::backend::page_error)
 }
 
 /// Each node's newest transport run.
 #[server(prefix = "/srv", endpoint = "transport_runs")]
 pub async fn transport_runs() -> Result<Vec<TransportRun>, ServerFnError> {
-    backend().0.transport_runs(headers().await?).await.map_err(ServerFnError::new)
+    backend().0.transport_runs(headers().await?).await.map_err(crate::backend::page_error)
 }
 
 /// One run with its node's history.
 #[server(prefix = "/srv", endpoint = "run_page")]
 pub async fn run_page(run_id: String) -> Result<RunView, ServerFnError> {
-    backend().0.run_page(headers().await?, run_id).await.map_err(ServerFnError::new)
+    backend().0.run_page(headers().await?, run_id).await.map_err(crate::backend::page_error)
 }
 
 /// Saves a page's inputs under a name (role planner or above).
 #[server(prefix = "/srv", endpoint = "save_scenario")]
 pub async fn save_scenario(kind: String, name: String, query: String) -> Result<ScenarioView, ServerFnError> {
-    backend().0.save_scenario(headers().await?, kind, name, query).await.map_err(ServerFnError::new)
+    backend().0.save_scenario(headers().await?, kind, name, query).await.map_err(crate::backend::page_error)
 }
 
 /// Every saved scenario, newest first.
 #[server(prefix = "/srv", endpoint = "scenarios")]
 pub async fn scenarios() -> Result<Vec<ScenarioView>, ServerFnError> {
-    backend().0.scenarios(headers().await?).await.map_err(ServerFnError::new)
+    backend().0.scenarios(headers().await?).await.map_err(crate::backend::page_error)
 }
 
 /// The current price catalog.
 #[server(prefix = "/srv", endpoint = "price_catalog")]
 pub async fn price_catalog() -> Result<CatalogView, ServerFnError> {
-    backend().0.price_catalog(headers().await?).await.map_err(ServerFnError::new)
+    backend().0.price_catalog(headers().await?).await.map_err(crate::backend::page_error)
 }
 
 /// Replaces the catalog with `csv` (roles finance and admin).
 #[server(prefix = "/srv", endpoint = "import_prices")]
 pub async fn import_prices(csv: String) -> Result<ImportOutcome, ServerFnError> {
-    backend().0.import_prices(headers().await?, csv).await.map_err(ServerFnError::new)
+    backend().0.import_prices(headers().await?, csv).await.map_err(crate::backend::page_error)
 }
 
 /// Reports, for finance and admin.
 #[server(prefix = "/srv", endpoint = "reports")]
 pub async fn reports_page() -> Result<ReportsView, ServerFnError> {
-    backend().0.reports(headers().await?).await.map_err(ServerFnError::new)
+    backend().0.reports(headers().await?).await.map_err(crate::backend::page_error)
 }
 
 /// Builds a report for `from`..=`to` with one deployment per saved planner scenario.
 #[server(prefix = "/srv", endpoint = "report_from_scenarios")]
 pub async fn report_from_scenarios(name: String, from: String, to: String) -> Result<ReportSummaryView, ServerFnError> {
-    backend().0.report_from_scenarios(headers().await?, name, from, to).await.map_err(ServerFnError::new)
+    backend().0.report_from_scenarios(headers().await?, name, from, to).await.map_err(crate::backend::page_error)
 }

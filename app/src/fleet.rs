@@ -10,7 +10,7 @@ use model::{FleetView, NodeSummary, RunSummary};
 pub async fn fleet_overview() -> Result<FleetView, ServerFnError> {
     let backend = expect_context::<crate::backend::BackendHandle>();
     let headers: http::HeaderMap = leptos_axum::extract().await?;
-    backend.0.fleet(headers).await.map_err(ServerFnError::new)
+    backend.0.fleet(headers).await.map_err(crate::backend::page_error)
 }
 
 #[component]

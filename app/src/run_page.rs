@@ -135,12 +135,19 @@ pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
 }
 
 fn trend_chart(name: &str, unit: &str, points: &[TrendPoint]) -> String {
+    let newest = points.iter().map(|p| p.started_at_ms).max().unwrap_or(0);
+    let oldest = points.iter().map(|p| p.started_at_ms).min().unwrap_or(0);
+    // Runs minutes apart are read in minutes, weeks apart in days.
+    let (per, word) = match newest - oldest {
+        span if span < 2 * 3_600_000 => (60_000.0, "minutes"),
+        span if span < 2 * 86_400_000 => (3_600_000.0, "hours"),
+        _ => (86_400_000.0, "days"),
+    };
     let mut chart = LineChart::new(
         format!("{name} across this node's runs"),
-        "run start (days before the newest)",
+        format!("run start ({word} before the newest)"),
         unit.to_string(),
     );
-    let newest = points.iter().map(|p| p.started_at_ms).max().unwrap_or(0);
     chart.x_format = |v| format!("{v:.1}");
     chart.y_format = match unit {
         "bytes_per_second" => bytes_per_second,
@@ -149,7 +156,7 @@ fn trend_chart(name: &str, unit: &str, points: &[TrendPoint]) -> String {
     };
     chart.series.push(Series::new(
         name,
-        points.iter().map(|p| (-((newest - p.started_at_ms) as f64) / 86_400_000.0, p.value)).collect(),
+        points.iter().map(|p| (-((newest - p.started_at_ms) as f64) / per, p.value)).collect(),
     ));
     line_chart(&chart)
 }

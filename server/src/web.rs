@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use app::backend::{Backend, BackendHandle};
+use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
     CatalogView, ImportOutcome, MeasuredFleet, MeasuredNode, PriceRowView, ReportSummaryView, ReportsView, RunView,
     ScenarioView, TransportRun, TrendPoint,
@@ -38,14 +38,16 @@ struct WebBackend {
     store: Store,
 }
 
-type Answer<T> = BoxFuture<'static, Result<T, String>>;
+type Answer<T> = BoxFuture<'static, Result<T, PageError>>;
 
 /// Page data errors as the page shows them: what the API would say, internal errors logged.
-fn shown(err: ApiError) -> String {
-    match err {
+fn shown(err: ApiError) -> PageError {
+    let status = err.status().as_u16();
+    let message = match err {
         ApiError::Internal(e) => internal(&e),
         other => other.to_string(),
-    }
+    };
+    PageError { status, message }
 }
 
 fn internal(err: &anyhow::Error) -> String {
