@@ -93,5 +93,7 @@ export async function hydrated(page) {
 export async function screenshot(page, name) {
   if (!screenshots) return;
   mkdirSync(screenshots, { recursive: true });
+  // Let a resized page lay out and paint before it is captured.
+  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
   await page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: true });
 }
