@@ -13,30 +13,43 @@ use model::{Measurement, MeasurementStatus, Suite, Unit};
 use crate::charts::{LineChart, Rule as ChartRule, Series, line_chart};
 use crate::data::{RunView, TrendPoint, run_page};
 
-/// memcpy bandwidth against buffer size, one line per thread count.
-pub fn bandwidth_chart(ms: &[Measurement]) -> Option<String> {
-    let mut by_threads: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+/// Bandwidth against transfer size: memcpy per thread count (system), or host↔GPU copies per
+/// host memory and direction (transfer), with the limit they were measured against.
+pub fn bandwidth_chart(ms: &[Measurement], suite: Suite) -> Option<String> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut limits = Vec::new();
-    for m in ms.iter().filter(|m| m.unit == Unit::BytesPerSecond && m.status == MeasurementStatus::Ok) {
+    for m in
+        ms.iter().filter(|m| m.suite == suite && m.unit == Unit::BytesPerSecond && m.status == MeasurementStatus::Ok)
+    {
         let (Some(stats), Some(size)) = (m.stats, m.parameters.get("bytes").and_then(|b| b.parse::<f64>().ok())) else {
             continue;
         };
-        let threads = m.parameters.get("threads").and_then(|t| t.parse().ok()).unwrap_or(1);
-        by_threads.entry(threads).or_default().push((size, stats.p50));
+        let p = |k: &str| m.parameters.get(k).cloned().unwrap_or_default();
+        let name = match suite {
+            Suite::Transfer if p("copies") != "1" => continue,
+            Suite::Transfer => format!("{} {}", p("memory").replace('_', " "), p("direction")),
+            _ => {
+                let threads: u32 = p("threads").parse().unwrap_or(1);
+                format!("memcpy, {threads} thread{}", if threads == 1 { "" } else { "s" })
+            }
+        };
+        lines.entry(name).or_default().push((size, stats.p50));
         if let Some(f) = &m.floor {
             limits.push(ChartRule { at: f.value, label: f.name.replace('_', " ") });
         }
     }
-    if by_threads.is_empty() {
+    if lines.is_empty() {
         return None;
     }
-    let mut chart = LineChart::new("Bandwidth vs transfer size", "transfer size (log)", "bandwidth (median)");
+    let title =
+        if suite == Suite::Transfer { "Host↔GPU copy bandwidth vs size" } else { "Bandwidth vs transfer size" };
+    let mut chart = LineChart::new(title, "transfer size (log)", "bandwidth (median)");
     chart.x_log = true;
     chart.x_format = bytes;
     chart.y_format = bytes_per_second;
-    for (threads, mut pts) in by_threads {
+    for (name, mut pts) in lines {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        chart.series.push(Series::new(format!("memcpy, {threads} thread{}", if threads == 1 { "" } else { "s" }), pts));
+        chart.series.push(Series::new(name, pts));
     }
     limits.dedup_by(|a, b| a.label == b.label);
     chart.y_rules = limits;
@@ -199,8 +212,10 @@ fn Run(view: RunView) -> impl IntoView {
     let ms = view.detail.measurements.clone();
     let id = run.run_id.to_string();
     let mut charts: Vec<(&'static str, String)> = Vec::new();
-    if let Some(c) = bandwidth_chart(&ms) {
-        charts.push(("bandwidth", c));
+    for suite in [Suite::System, Suite::Transfer] {
+        if let Some(c) = bandwidth_chart(&ms, suite) {
+            charts.push(("bandwidth", c));
+        }
     }
     if let Some(c) = cdf_chart(&ms) {
         charts.push(("cdf", c));

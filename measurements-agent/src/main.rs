@@ -1,6 +1,7 @@
 //! `measurements-agent`: runs Headroom's benchmark suites on this node, keeps every result in
 //! a local spool, and uploads it to the server.
 
+mod gpu;
 mod inventory;
 mod quant;
 mod spool;
@@ -51,7 +52,8 @@ struct ServerArgs {
 enum Command {
     /// Run suites (default: every available one), spool the run, then upload the spool.
     Run {
-        /// Suites to run: system, transport, quant (default: all).
+        /// Suites to run: system, transport, quant, transfer, alloc (default: all; the GPU suites
+        /// record their cases as skipped on a node without a CUDA driver).
         #[arg(value_parser = parse_suite)]
         suites: Vec<Suite>,
         /// Fewer samples and sizes: a smoke test, not a basis for decisions.

@@ -1,6 +1,7 @@
 //! Benchmark suites behind one small trait. A case that cannot run is recorded as skipped or
 //! failed with its reason; the other cases and suites still run.
 
+pub mod gpu;
 pub mod quant;
 pub mod system;
 pub mod transport;
@@ -36,7 +37,7 @@ pub struct Options {
 
 /// The suites this agent can run, by name.
 pub fn available() -> Vec<Suite> {
-    vec![Suite::System, Suite::Transport, Suite::Quant]
+    vec![Suite::System, Suite::Transport, Suite::Quant, Suite::Transfer, Suite::Alloc]
 }
 
 /// The implementation of `suite`, or why there is none in this build.
@@ -44,6 +45,8 @@ pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, 
     match suite {
         Suite::System => Ok(Box::new(system::System)),
         Suite::Quant => Ok(Box::new(quant::QuantSuite)),
+        Suite::Transfer => Ok(Box::new(gpu::TransferSuite)),
+        Suite::Alloc => Ok(Box::new(gpu::AllocSuite)),
         Suite::Transport => {
             Ok(Box::new(transport::TransportSuite { peer: options.peer.clone(), sizes: options.sizes.clone() }))
         }

@@ -1,0 +1,180 @@
+//! `transfer` and `alloc`: host↔GPU copies (pageable, pinned, pinned write-combined; one
+//! packed copy against many small ones) timed with CUDA events, and per-request `cuMemAlloc`
+//! against the stream-ordered pool. On a node without a CUDA driver every case is recorded as
+//! skipped with the reason, and the other suites run.
+
+use std::collections::BTreeMap;
+
+use model::{Measurement, MeasurementStatus, Suite, Unit};
+
+use super::{Benchmark, Effort};
+use crate::gpu::{self, Direction, HostMemory};
+use crate::stats::summarize;
+
+pub struct TransferSuite;
+pub struct AllocSuite;
+
+fn params(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+fn skipped(suite: Suite, case: &str, unit: Unit, parameters: BTreeMap<String, String>, reason: &str) -> Measurement {
+    Measurement {
+        suite,
+        case: case.into(),
+        parameters,
+        unit,
+        status: MeasurementStatus::Skipped,
+        reason: Some(format!("skipped: {reason}")),
+        stats: None,
+        floor: None,
+    }
+}
+
+fn failed(suite: Suite, case: &str, unit: Unit, parameters: BTreeMap<String, String>, reason: String) -> Measurement {
+    Measurement {
+        status: MeasurementStatus::Failed,
+        reason: Some(reason),
+        ..skipped(suite, case, unit, parameters, "")
+    }
+}
+
+fn sizes(effort: Effort) -> Vec<usize> {
+    if effort.quick {
+        vec![4 << 10, 1 << 20, 64 << 20, 256 << 20]
+    } else {
+        vec![4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
+    }
+}
+
+/// The bytes of each size the transfer suite copies, by name.
+const PATTERN_BYTES: usize = 64 << 20;
+const PATTERN_CHUNKS: usize = 256;
+
+impl Benchmark for TransferSuite {
+    fn suite(&self) -> Suite {
+        Suite::Transfer
+    }
+
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+        let trials = if effort.quick { 10 } else { 30 };
+        let mut cases: Vec<(HostMemory, Direction, usize, usize)> = Vec::new();
+        for memory in HostMemory::ALL {
+            for direction in [Direction::HostToDevice, Direction::DeviceToHost] {
+                for &bytes in &sizes(effort) {
+                    cases.push((memory, direction, bytes, 1));
+                }
+            }
+        }
+        cases.push((HostMemory::Pinned, Direction::HostToDevice, PATTERN_BYTES, PATTERN_CHUNKS));
+        let describe = |(memory, direction, bytes, chunks): (HostMemory, Direction, usize, usize)| {
+            params(&[
+                ("memory", memory.as_str().into()),
+                ("direction", direction.as_str().into()),
+                ("bytes", bytes.to_string()),
+                ("copies", chunks.to_string()),
+            ])
+        };
+        let gpu = match gpu::open() {
+            Ok(gpu) => gpu,
+            Err(reason) => {
+                progress(&format!("transfer: every case skipped: {reason}"));
+                return Ok(cases
+                    .into_iter()
+                    .map(|c| skipped(Suite::Transfer, "copy", Unit::BytesPerSecond, describe(c), &reason))
+                    .collect());
+            }
+        };
+        let name = gpu.name();
+        // The link's limit is the floor every copy is measured against.
+        let link = gpu::nvidia_pcie_link();
+        let limit = link.and_then(|(gts, width)| gpu::pcie_limit(gts, width));
+        if let Some((gts, width)) = link {
+            progress(&format!("transfer: {name} on PCIe {gts} GT/s ×{width}"));
+        }
+        let mut out = Vec::new();
+        for case in cases {
+            let (memory, direction, bytes, chunks) = case;
+            let mut parameters = describe(case);
+            parameters.insert("gpu".into(), name.clone());
+            match gpu.copy_ms(memory, direction, bytes, chunks, trials) {
+                Ok(ms) => {
+                    let bandwidth: Vec<f64> = ms.iter().filter_map(|&t| gpu::bytes_per_second(bytes, t)).collect();
+                    let stats = summarize(&bandwidth);
+                    progress(&format!(
+                        "transfer: {} {} {} in {chunks} cop{} → {}",
+                        memory.as_str(),
+                        direction.as_str(),
+                        model::format::bytes(bytes as f64),
+                        if chunks == 1 { "y" } else { "ies" },
+                        model::format::bytes_per_second(stats.p50)
+                    ));
+                    let mut m =
+                        super::figure(Suite::Transfer, "copy", Unit::BytesPerSecond, parameters.clone(), Some(stats));
+                    m.floor = limit.map(|value| model::Floor { name: "pcie_link".into(), value });
+                    out.push(m);
+                    if bytes <= 64 << 10 {
+                        let seconds: Vec<f64> = ms.iter().map(|&t| f64::from(t) / 1e3).collect();
+                        out.push(super::figure(
+                            Suite::Transfer,
+                            "copy_latency",
+                            Unit::Seconds,
+                            parameters,
+                            Some(summarize(&seconds)),
+                        ));
+                    }
+                }
+                Err(e) => out.push(failed(Suite::Transfer, "copy", Unit::BytesPerSecond, parameters, e)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Benchmark for AllocSuite {
+    fn suite(&self) -> Suite {
+        Suite::Alloc
+    }
+
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+        let (rounds, count) = if effort.quick { (5, 50) } else { (15, 200) };
+        let cases: Vec<(bool, usize)> =
+            [false, true].into_iter().flat_map(|pooled| [1 << 20, 64 << 20].map(|bytes| (pooled, bytes))).collect();
+        let describe = |(pooled, bytes): (bool, usize)| {
+            params(&[
+                ("allocator", if pooled { "stream_ordered_pool" } else { "cu_mem_alloc" }.into()),
+                ("bytes", bytes.to_string()),
+            ])
+        };
+        let gpu = match gpu::open() {
+            Ok(gpu) => gpu,
+            Err(reason) => {
+                progress(&format!("alloc: every case skipped: {reason}"));
+                return Ok(cases
+                    .into_iter()
+                    .map(|c| skipped(Suite::Alloc, "alloc_free", Unit::Seconds, describe(c), &reason))
+                    .collect());
+            }
+        };
+        let mut out = Vec::new();
+        for case in cases {
+            let (pooled, bytes) = case;
+            let times: Result<Vec<f64>, String> =
+                (0..rounds).map(|_| gpu.alloc_free_ms(pooled, bytes, count).map(|ms| ms / 1e3)).collect();
+            match times {
+                Ok(seconds) => {
+                    let stats = summarize(&seconds);
+                    progress(&format!(
+                        "alloc: {} {} → {} per allocation and free",
+                        describe(case)["allocator"],
+                        model::format::bytes(bytes as f64),
+                        model::format::seconds(stats.p50)
+                    ));
+                    out.push(super::figure(Suite::Alloc, "alloc_free", Unit::Seconds, describe(case), Some(stats)));
+                }
+                Err(e) => out.push(failed(Suite::Alloc, "alloc_free", Unit::Seconds, describe(case), e)),
+            }
+        }
+        Ok(out)
+    }
+}

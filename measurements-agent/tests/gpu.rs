@@ -1,0 +1,39 @@
+//! The GPU suites through the real agent binary. On a node without a CUDA driver (CI, this
+//! project's build machines) every transfer and alloc case is recorded as skipped with the
+//! reason, the run stays valid, and the other suites run. On a GPU node the same command
+//! measures; `gpu-check.sh` is the proof run there.
+
+use assert_cmd::cargo::CommandCargoExt;
+use model::{MeasurementStatus, RunUpload, Suite};
+
+#[test]
+fn gpu_suites_run_or_say_why_not_and_the_rest_still_runs() {
+    let spool = tempfile::tempdir().unwrap();
+    let out = std::process::Command::cargo_bin("measurements-agent")
+        .unwrap()
+        .env_remove("HEADROOM_SERVER")
+        .args(["run", "system", "transfer", "alloc", "--quick", "--json", "--spool"])
+        .arg(spool.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let run: RunUpload = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {text}"));
+    run.validate().expect("a valid run");
+    let of = |suite: Suite| run.measurements.iter().filter(move |m| m.suite == suite).collect::<Vec<_>>();
+    assert!(of(Suite::System).iter().all(|m| m.status == MeasurementStatus::Ok), "system still runs");
+    let gpu: Vec<_> = of(Suite::Transfer).into_iter().chain(of(Suite::Alloc)).collect();
+    // 3 memories × 2 directions × 4 sizes + the many-small-copies case; 2 allocators × 2 sizes.
+    assert_eq!(gpu.len(), 3 * 2 * 4 + 1 + 4 + gpu.iter().filter(|m| m.case == "copy_latency").count());
+    let driver = std::path::Path::new("/dev/nvidiactl").exists();
+    if driver {
+        eprintln!("a GPU is present: checking measured figures");
+        assert!(gpu.iter().all(|m| m.status == MeasurementStatus::Ok), "{text}");
+    } else {
+        for m in &gpu {
+            assert_eq!(m.status, MeasurementStatus::Skipped, "{m:?}");
+            assert!(m.reason.as_deref().unwrap_or("").starts_with("skipped: no CUDA driver"), "{m:?}");
+        }
+        assert!(text.contains("transfer: every case skipped: no CUDA driver"), "{text}");
+    }
+}
