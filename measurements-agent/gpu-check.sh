@@ -18,6 +18,7 @@ if [ ! -x "$AGENT" ]; then
 fi
 OUT="${OUT:-$(mktemp -d)}"
 nvidia-smi --query-gpu=name,pcie.link.gen.current,pcie.link.width.current,driver_version --format=csv,noheader || true
+"$AGENT" inventory | python3 -c 'import json,sys; print("agent inventory (NVML):", json.load(sys.stdin)["gpus"])'
 "$AGENT" run transfer alloc --json --spool "$OUT/spool" > "$OUT/run.json"
 
 python3 - "$OUT/run.json" <<'PY'

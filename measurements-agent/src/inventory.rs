@@ -26,8 +26,38 @@ pub fn node(facts: &OperatorFacts) -> NodeInfo {
         hostname,
         instance_type: facts.instance_type.clone(),
         hourly_usd: facts.hourly_usd,
-        gpus: Vec::new(),
+        gpus: gpus(),
     }
+}
+
+/// The node's NVIDIA GPUs from NVML (libnvidia-ml, loaded at run time); none where it is
+/// absent or in a build without the `cuda` feature.
+#[cfg(feature = "cuda")]
+pub fn gpus() -> Vec<model::GpuInfo> {
+    use nvml_wrapper::{Nvml, cuda_driver_version_major, cuda_driver_version_minor};
+    // A missing library is an error, not a panic, but keep the inventory alive either way.
+    let Ok(Ok(nvml)) = std::panic::catch_unwind(Nvml::init) else { return Vec::new() };
+    let driver = nvml.sys_driver_version().ok();
+    let cuda = nvml
+        .sys_cuda_driver_version()
+        .ok()
+        .map(|v| format!("{}.{}", cuda_driver_version_major(v), cuda_driver_version_minor(v)));
+    (0..nvml.device_count().unwrap_or(0))
+        .filter_map(|i| nvml.device_by_index(i).ok())
+        .map(|d| model::GpuInfo {
+            name: d.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
+            memory_bytes: d.memory_info().map(|m| m.total).unwrap_or(0),
+            driver_version: driver.clone(),
+            cuda_version: cuda.clone(),
+            pcie_generation: d.current_pcie_link_gen().ok(),
+            pcie_width: d.current_pcie_link_width().ok(),
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "cuda"))]
+pub fn gpus() -> Vec<model::GpuInfo> {
+    Vec::new()
 }
 
 pub fn hostname() -> String {
