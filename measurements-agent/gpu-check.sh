@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proof of the GPU suites on a real NVIDIA GPU: runs the agent's transfer and alloc suites,
+# Proof of the GPU suites on a real NVIDIA GPU: runs the agent's transfer, alloc and gemm suites,
 # prints one table (GB/s, × the PCIe link's limit, × the best copy), and compares pinned
 # host→device at 256 MiB with PyTorch's `pin_memory().to('cuda', non_blocking=True)` on the
 # same machine in the same run (goal: ≥ 0.97×).
@@ -19,12 +19,12 @@ fi
 OUT="${OUT:-$(mktemp -d)}"
 nvidia-smi --query-gpu=name,pcie.link.gen.current,pcie.link.width.current,driver_version --format=csv,noheader || true
 "$AGENT" inventory | python3 -c 'import json,sys; print("agent inventory (NVML):", json.load(sys.stdin)["gpus"])'
-"$AGENT" run transfer alloc --json --spool "$OUT/spool" > "$OUT/run.json"
+"$AGENT" run transfer alloc gemm --json --spool "$OUT/spool" > "$OUT/run.json"
 
 python3 - "$OUT/run.json" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))
-ms = [m for m in run["measurements"] if m["suite"] in ("transfer", "alloc")]
+ms = [m for m in run["measurements"] if m["suite"] in ("transfer", "alloc", "gemm")]
 skipped = [m for m in ms if m["status"] != "ok"]
 if skipped:
     print(f"{len(skipped)} case(s) did not run: {skipped[0]['reason']}")
@@ -39,6 +39,13 @@ print(f"\n{'allocator':22} {'bytes':>10} {'µs per alloc+free':>18}")
 for m in ms:
     if m["case"] == "alloc_free" and m["status"] == "ok":
         print(f"{m['parameters']['allocator']:22} {int(m['parameters']['bytes']):>10} {m['stats']['p50']*1e6:18.2f}")
+print(f"\n{'gemm':6} {'m×n×k':>16} {'TFLOP/s':>9} {'rel. error':>11}")
+errors = {tuple(sorted(m["parameters"].items())): m["stats"]["p50"] for m in ms if m["case"] == "cublas_gemm_relative_error"}
+for m in ms:
+    if m["case"] == "cublas_gemm" and m["status"] == "ok":
+        p = m["parameters"]
+        print(f"{p['precision']:6} {p['m']+'×'+p['n']+'×'+p['k']:>16} {m['stats']['p50']/1e12:9.1f} "
+              f"{errors.get(tuple(sorted(p.items())), float('nan')):11.2e}")
 ours = next((m["stats"]["p50"] for m in copies if m["parameters"]["memory"] == "pinned"
              and m["parameters"]["direction"] == "h2d" and m["parameters"]["bytes"] == str(256 << 20)
              and m["parameters"]["copies"] == "1"), None)

@@ -78,6 +78,64 @@ impl Direction {
     }
 }
 
+/// A cuBLAS GEMM precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmPrecision {
+    /// True FP32 (tensor cores off).
+    Fp32,
+    /// FP32 inputs on TF32 tensor cores.
+    Tf32,
+    Fp16,
+    Bf16,
+}
+
+impl GemmPrecision {
+    pub const ALL: [GemmPrecision; 4] =
+        [GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Fp16, GemmPrecision::Bf16];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GemmPrecision::Fp32 => "fp32",
+            GemmPrecision::Tf32 => "tf32",
+            GemmPrecision::Fp16 => "fp16",
+            GemmPrecision::Bf16 => "bf16",
+        }
+    }
+}
+
+/// Inputs of a GEMM: column-major `a` (m×k) and `b` (k×n) with entries in ±[0.5, 1) (never
+/// zero), from a seeded generator.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub fn gemm_inputs(m: usize, n: usize, k: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
+        let magnitude = 0.5 + 0.5 * unit;
+        if state & 1 == 0 { magnitude } else { -magnitude }
+    };
+    ((0..m * k).map(|_| next()).collect(), (0..k * n).map(|_| next()).collect())
+}
+
+/// Relative error of `c` (column-major m×n) against an FP64 product of the inputs as the GPU
+/// saw them (`a`, `b` after rounding to its precision), on a fixed sample of entries:
+/// √Σ(c − ref)² / √Σ ref².
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub fn sampled_relative_error(a: &[f32], b: &[f32], c: &[f32], m: usize, n: usize, k: usize) -> f64 {
+    let samples = 64.min(m * n);
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for s in 0..samples {
+        let idx = (s * 7919 + 13) % (m * n);
+        let (i, j) = (idx % m, idx / m);
+        let reference: f64 = (0..k).map(|l| f64::from(a[i + l * m]) * f64::from(b[l + j * k])).sum();
+        diff += (f64::from(c[idx]) - reference).powi(2);
+        norm += reference.powi(2);
+    }
+    (diff / norm).sqrt()
+}
+
 #[cfg(feature = "cuda")]
 pub use with_cuda::*;
 
@@ -106,6 +164,17 @@ mod without_cuda {
         pub fn alloc_free_ms(&self, _: bool, _: usize, _: usize) -> Result<f64, String> {
             Err("no GPU".into())
         }
+
+        pub fn gemm(
+            &self,
+            _: super::GemmPrecision,
+            _: usize,
+            _: usize,
+            _: usize,
+            _: usize,
+        ) -> Result<(Vec<f32>, f64), String> {
+            Err("no GPU".into())
+        }
     }
 }
 
@@ -114,10 +183,12 @@ mod with_cuda {
     use std::sync::Arc;
     use std::time::Instant;
 
+    use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
+    use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
     use cudarc::driver::sys::{CU_MEMHOSTALLOC_WRITECOMBINED, CUevent_flags};
     use cudarc::driver::{CudaContext, CudaSlice, CudaStream, result};
 
-    use super::{Direction, HostMemory};
+    use super::{Direction, GemmPrecision, HostMemory, gemm_inputs};
 
     /// The first GPU, with one stream.
     pub struct Gpu {
@@ -137,6 +208,22 @@ mod with_cuda {
             .map_err(|e| format!("no usable GPU: {e:?}"))?;
         let stream = ctx.default_stream();
         Ok(Gpu { ctx, stream })
+    }
+
+    /// C = A·B, column-major, no transposes.
+    fn config<T>(m: usize, n: usize, k: usize, alpha: T, beta: T) -> GemmConfig<T> {
+        GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_N,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: m as i32,
+            n: n as i32,
+            k: k as i32,
+            alpha,
+            lda: m as i32,
+            ldb: k as i32,
+            beta,
+            ldc: m as i32,
+        }
     }
 
     fn err(e: impl std::fmt::Debug) -> String {
@@ -223,12 +310,84 @@ mod with_cuda {
             self.stream.synchronize().map_err(err)?;
             Ok(start.elapsed().as_secs_f64() * 1e3 / count.max(1) as f64)
         }
+
+        /// Milliseconds of each of `trials` cuBLAS GEMMs (m×k by k×n, column-major), and the
+        /// sampled relative error of the result against FP64.
+        pub fn gemm(
+            &self,
+            precision: GemmPrecision,
+            m: usize,
+            n: usize,
+            k: usize,
+            trials: usize,
+        ) -> Result<(Vec<f32>, f64), String> {
+            // SAFETY: only tries to load the cuBLAS library by name.
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err("no cuBLAS library".into());
+            }
+            let blas = CudaBlas::new(self.stream.clone()).map_err(err)?;
+            let math = if precision == GemmPrecision::Tf32 {
+                cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+            } else {
+                cublasMath_t::CUBLAS_DEFAULT_MATH
+            };
+            // SAFETY: the handle is live for `blas`'s lifetime.
+            unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), math) }.result().map_err(err)?;
+            let (a, b) = gemm_inputs(m, n, k, 0x5eed ^ (m * 31 + n * 17 + k) as u64);
+            macro_rules! run {
+                ($t:ty, $from:expr, $to:expr) => {{
+                    let ha: Vec<$t> = a.iter().map(|&x| $from(x)).collect();
+                    let hb: Vec<$t> = b.iter().map(|&x| $from(x)).collect();
+                    let da = self.stream.clone_htod(&ha).map_err(err)?;
+                    let db = self.stream.clone_htod(&hb).map_err(err)?;
+                    let mut dc = self.stream.alloc_zeros::<$t>(m * n).map_err(err)?;
+                    let one = config(m, n, k, $from(1.0), $from(0.0));
+                    let mut times = Vec::with_capacity(trials);
+                    for t in 0..trials + 2 {
+                        let start = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(err)?;
+                        // SAFETY: a, b and c are allocated with the sizes the config names.
+                        unsafe { blas.gemm(one, &da, &db, &mut dc) }.map_err(err)?;
+                        let end = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(err)?;
+                        if t >= 2 {
+                            times.push(start.elapsed_ms(&end).map_err(err)?);
+                        }
+                    }
+                    let hc: Vec<$t> = self.stream.clone_dtoh(&dc).map_err(err)?;
+                    let seen_a: Vec<f32> = ha.iter().map(|&x| $to(x)).collect();
+                    let seen_b: Vec<f32> = hb.iter().map(|&x| $to(x)).collect();
+                    let c: Vec<f32> = hc.iter().map(|&x| $to(x)).collect();
+                    (times, super::sampled_relative_error(&seen_a, &seen_b, &c, m, n, k))
+                }};
+            }
+            Ok(match precision {
+                GemmPrecision::Fp32 | GemmPrecision::Tf32 => run!(f32, |x: f32| x, |x: f32| x),
+                GemmPrecision::Fp16 => run!(half::f16, half::f16::from_f32, |x: half::f16| x.to_f32()),
+                GemmPrecision::Bf16 => run!(half::bf16, half::bf16::from_f32, |x: half::bf16| x.to_f32()),
+            })
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sampled_reference_sees_a_wrong_product() {
+        let (m, n, k) = (8, 5, 16);
+        let (a, b) = gemm_inputs(m, n, k, 3);
+        assert!(a.iter().chain(&b).all(|x| x.abs() >= 0.5 && x.abs() < 1.0), "never zero");
+        let exact: Vec<f32> = (0..m * n)
+            .map(|idx| {
+                (0..k).map(|l| f64::from(a[idx % m + l * m]) * f64::from(b[l + idx / m * k])).sum::<f64>() as f32
+            })
+            .collect();
+        assert!(sampled_relative_error(&a, &b, &exact, m, n, k) < 1e-7);
+        let mut off = exact.clone();
+        off.iter_mut().for_each(|c| *c *= 1.01);
+        let e = sampled_relative_error(&a, &b, &off, m, n, k);
+        assert!((e - 0.01).abs() < 1e-4, "{e}");
+    }
 
     #[test]
     fn bandwidth_and_link_limits_from_known_inputs() {

@@ -52,7 +52,7 @@ struct ServerArgs {
 enum Command {
     /// Run suites (default: every available one), spool the run, then upload the spool.
     Run {
-        /// Suites to run: system, transport, quant, transfer, alloc (default: all; the GPU suites
+        /// Suites to run: system, transport, quant, transfer, alloc, gemm (default: all; the GPU suites
         /// record their cases as skipped on a node without a CUDA driver).
         #[arg(value_parser = parse_suite)]
         suites: Vec<Suite>,

@@ -12,7 +12,7 @@ fn gpu_suites_run_or_say_why_not_and_the_rest_still_runs() {
     let out = std::process::Command::cargo_bin("measurements-agent")
         .unwrap()
         .env_remove("HEADROOM_SERVER")
-        .args(["run", "system", "transfer", "alloc", "--quick", "--json", "--spool"])
+        .args(["run", "system", "transfer", "alloc", "gemm", "--quick", "--json", "--spool"])
         .arg(spool.path())
         .output()
         .unwrap();
@@ -22,9 +22,11 @@ fn gpu_suites_run_or_say_why_not_and_the_rest_still_runs() {
     run.validate().expect("a valid run");
     let of = |suite: Suite| run.measurements.iter().filter(move |m| m.suite == suite).collect::<Vec<_>>();
     assert!(of(Suite::System).iter().all(|m| m.status == MeasurementStatus::Ok), "system still runs");
-    let gpu: Vec<_> = of(Suite::Transfer).into_iter().chain(of(Suite::Alloc)).collect();
-    // 3 memories × 2 directions × 4 sizes + the many-small-copies case; 2 allocators × 2 sizes.
-    assert_eq!(gpu.len(), 3 * 2 * 4 + 1 + 4 + gpu.iter().filter(|m| m.case == "copy_latency").count());
+    let gpu: Vec<_> = of(Suite::Transfer).into_iter().chain(of(Suite::Alloc)).chain(of(Suite::Gemm)).collect();
+    // 3 memories × 2 directions × 4 sizes + the many-small-copies case; 2 allocators × 2 sizes;
+    // 4 precisions × 4 shapes (and, measured, an error figure for each).
+    let extra = gpu.iter().filter(|m| m.case == "copy_latency" || m.case == "cublas_gemm_relative_error").count();
+    assert_eq!(gpu.len(), 3 * 2 * 4 + 1 + 4 + 4 * 4 + extra);
     let driver = std::path::Path::new("/dev/nvidiactl").exists();
     if driver {
         eprintln!("a GPU is present: checking measured figures");
@@ -35,5 +37,6 @@ fn gpu_suites_run_or_say_why_not_and_the_rest_still_runs() {
             assert!(m.reason.as_deref().unwrap_or("").starts_with("skipped: no CUDA driver"), "{m:?}");
         }
         assert!(text.contains("transfer: every case skipped: no CUDA driver"), "{text}");
+        assert!(text.contains("gemm: every case skipped: no CUDA driver"), "{text}");
     }
 }

@@ -1,6 +1,7 @@
-//! `transfer` and `alloc`: host↔GPU copies (pageable, pinned, pinned write-combined; one
+//! `transfer`, `alloc` and `gemm`: host↔GPU copies (pageable, pinned, pinned write-combined; one
 //! packed copy against many small ones) timed with CUDA events, and per-request `cuMemAlloc`
-//! against the stream-ordered pool. On a node without a CUDA driver every case is recorded as
+//! against the stream-ordered pool, cuBLAS GEMM at FP32, TF32, FP16 and BF16 with its error
+//! against FP64. On a node without a CUDA driver every case is recorded as
 //! skipped with the reason, and the other suites run.
 
 use std::collections::BTreeMap;
@@ -8,7 +9,7 @@ use std::collections::BTreeMap;
 use model::{Measurement, MeasurementStatus, Suite, Unit};
 
 use super::{Benchmark, Effort};
-use crate::gpu::{self, Direction, HostMemory};
+use crate::gpu::{self, Direction, GemmPrecision, HostMemory};
 use crate::stats::summarize;
 
 pub struct TransferSuite;
@@ -173,6 +174,79 @@ impl Benchmark for AllocSuite {
                     out.push(super::figure(Suite::Alloc, "alloc_free", Unit::Seconds, describe(case), Some(stats)));
                 }
                 Err(e) => out.push(failed(Suite::Alloc, "alloc_free", Unit::Seconds, describe(case), e)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub struct GemmSuite;
+
+/// (m, n, k) shapes: squares, and one request of a 4096-wide layer (matrix × vector).
+fn gemm_shapes(effort: Effort) -> Vec<(usize, usize, usize)> {
+    let squares: &[usize] = if effort.quick { &[256, 1024, 4096] } else { &[256, 512, 1024, 2048, 4096, 8192] };
+    squares.iter().map(|&s| (s, s, s)).chain([(4096, 1, 4096)]).collect()
+}
+
+impl Benchmark for GemmSuite {
+    fn suite(&self) -> Suite {
+        Suite::Gemm
+    }
+
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+        let trials = if effort.quick { 5 } else { 20 };
+        let cases: Vec<(GemmPrecision, (usize, usize, usize))> = GemmPrecision::ALL
+            .into_iter()
+            .flat_map(|p| gemm_shapes(effort).into_iter().map(move |shape| (p, shape)))
+            .collect();
+        let describe = |(p, (m, n, k)): (GemmPrecision, (usize, usize, usize))| {
+            params(&[
+                ("precision", p.as_str().into()),
+                ("m", m.to_string()),
+                ("n", n.to_string()),
+                ("k", k.to_string()),
+            ])
+        };
+        let gpu = match gpu::open() {
+            Ok(gpu) => gpu,
+            Err(reason) => {
+                progress(&format!("gemm: every case skipped: {reason}"));
+                return Ok(cases
+                    .into_iter()
+                    .map(|c| skipped(Suite::Gemm, "cublas_gemm", Unit::FlopPerSecond, describe(c), &reason))
+                    .collect());
+            }
+        };
+        let mut out = Vec::new();
+        for case in cases {
+            let (precision, (m, n, k)) = case;
+            match gpu.gemm(precision, m, n, k, trials) {
+                Ok((ms, error)) => {
+                    let flops = 2.0 * (m * n * k) as f64;
+                    let rates: Vec<f64> =
+                        ms.iter().filter(|&&t| t > 0.0).map(|&t| flops / (f64::from(t) / 1e3)).collect();
+                    let stats = summarize(&rates);
+                    progress(&format!(
+                        "gemm: {} {m}×{n}×{k} → {:.1} TFLOP/s, relative error {error:.1e}",
+                        precision.as_str(),
+                        stats.p50 / 1e12
+                    ));
+                    out.push(super::figure(
+                        Suite::Gemm,
+                        "cublas_gemm",
+                        Unit::FlopPerSecond,
+                        describe(case),
+                        Some(stats),
+                    ));
+                    out.push(super::figure(
+                        Suite::Gemm,
+                        "cublas_gemm_relative_error",
+                        Unit::Ratio,
+                        describe(case),
+                        Some(super::single(error)),
+                    ));
+                }
+                Err(e) => out.push(failed(Suite::Gemm, "cublas_gemm", Unit::FlopPerSecond, describe(case), e)),
             }
         }
         Ok(out)

@@ -37,7 +37,7 @@ pub struct Options {
 
 /// The suites this agent can run, by name.
 pub fn available() -> Vec<Suite> {
-    vec![Suite::System, Suite::Transport, Suite::Quant, Suite::Transfer, Suite::Alloc]
+    vec![Suite::System, Suite::Transport, Suite::Quant, Suite::Transfer, Suite::Alloc, Suite::Gemm]
 }
 
 /// The implementation of `suite`, or why there is none in this build.
@@ -47,13 +47,10 @@ pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, 
         Suite::Quant => Ok(Box::new(quant::QuantSuite)),
         Suite::Transfer => Ok(Box::new(gpu::TransferSuite)),
         Suite::Alloc => Ok(Box::new(gpu::AllocSuite)),
+        Suite::Gemm => Ok(Box::new(gpu::GemmSuite)),
         Suite::Transport => {
             Ok(Box::new(transport::TransportSuite { peer: options.peer.clone(), sizes: options.sizes.clone() }))
         }
-        other => Err(format!(
-            "suite '{other}' is not in this version of the agent; available: {}",
-            available().iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-        )),
     }
 }
 
