@@ -40,6 +40,20 @@ fn failed(suite: Suite, case: &str, unit: Unit, parameters: BTreeMap<String, Str
     }
 }
 
+/// The GPU, or every case recorded as skipped with the reason there is none.
+fn open_or_skip(
+    suite: Suite,
+    case: &str,
+    unit: Unit,
+    cases: impl Iterator<Item = BTreeMap<String, String>>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<gpu::Gpu, Vec<Measurement>> {
+    gpu::open().map_err(|reason| {
+        progress(&format!("{suite}: every case skipped: {reason}"));
+        cases.map(|parameters| skipped(suite, case, unit, parameters, &reason)).collect()
+    })
+}
+
 fn sizes(effort: Effort) -> Vec<usize> {
     if effort.quick {
         vec![4 << 10, 1 << 20, 64 << 20, 256 << 20]
@@ -76,15 +90,15 @@ impl Benchmark for TransferSuite {
                 ("copies", chunks.to_string()),
             ])
         };
-        let gpu = match gpu::open() {
+        let gpu = match open_or_skip(
+            Suite::Transfer,
+            "copy",
+            Unit::BytesPerSecond,
+            cases.iter().map(|&c| describe(c)),
+            progress,
+        ) {
             Ok(gpu) => gpu,
-            Err(reason) => {
-                progress(&format!("transfer: every case skipped: {reason}"));
-                return Ok(cases
-                    .into_iter()
-                    .map(|c| skipped(Suite::Transfer, "copy", Unit::BytesPerSecond, describe(c), &reason))
-                    .collect());
-            }
+            Err(skipped) => return Ok(skipped),
         };
         let name = gpu.name();
         // The link's limit is the floor every copy is measured against.
@@ -147,16 +161,12 @@ impl Benchmark for AllocSuite {
                 ("bytes", bytes.to_string()),
             ])
         };
-        let gpu = match gpu::open() {
-            Ok(gpu) => gpu,
-            Err(reason) => {
-                progress(&format!("alloc: every case skipped: {reason}"));
-                return Ok(cases
-                    .into_iter()
-                    .map(|c| skipped(Suite::Alloc, "alloc_free", Unit::Seconds, describe(c), &reason))
-                    .collect());
-            }
-        };
+        let gpu =
+            match open_or_skip(Suite::Alloc, "alloc_free", Unit::Seconds, cases.iter().map(|&c| describe(c)), progress)
+            {
+                Ok(gpu) => gpu,
+                Err(skipped) => return Ok(skipped),
+            };
         let mut out = Vec::new();
         for case in cases {
             let (pooled, bytes) = case;
@@ -207,15 +217,15 @@ impl Benchmark for GemmSuite {
                 ("k", k.to_string()),
             ])
         };
-        let gpu = match gpu::open() {
+        let gpu = match open_or_skip(
+            Suite::Gemm,
+            "cublas_gemm",
+            Unit::FlopPerSecond,
+            cases.iter().map(|&c| describe(c)),
+            progress,
+        ) {
             Ok(gpu) => gpu,
-            Err(reason) => {
-                progress(&format!("gemm: every case skipped: {reason}"));
-                return Ok(cases
-                    .into_iter()
-                    .map(|c| skipped(Suite::Gemm, "cublas_gemm", Unit::FlopPerSecond, describe(c), &reason))
-                    .collect());
-            }
+            Err(skipped) => return Ok(skipped),
         };
         let mut out = Vec::new();
         for case in cases {
