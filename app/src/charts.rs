@@ -196,19 +196,30 @@ pub fn line_chart(chart: &LineChart) -> String {
     let (Some(xr), Some(yr)) = (span(xs, chart.x_log, false), span(ys, chart.y_log, chart.y_from_zero)) else {
         return empty(&chart.title);
     };
-    let mut svg = String::new();
-    {
-        let entries = chart.series.len() + chart.bands.len();
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT + legend_height(entries))).into_drawing_area();
-        if draw_lines(&root, chart, xr, yr).is_err() {
-            drop(root);
-            return empty(&chart.title);
-        }
-    }
-    responsive(svg, &chart.title)
+    let entries = chart.series.len() + chart.bands.len();
+    render(&chart.title, HEIGHT + legend_height(entries), |root| draw_lines(root, chart, xr, yr))
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// An SVG of `height` drawn by `draw` on white; a short note instead if drawing fails.
+fn render(title: &str, height: u32, draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        let drawn: DrawResult = (|| {
+            root.fill(&WHITE)?;
+            draw(&root)?;
+            root.present()?;
+            Ok(())
+        })();
+        if drawn.is_err() {
+            drop(root);
+            return empty(title);
+        }
+    }
+    responsive(svg, title)
+}
 
 fn draw_lines(
     root: &DrawingArea<SVGBackend<'_>, Shift>,
@@ -216,7 +227,6 @@ fn draw_lines(
     xr: (f64, f64),
     yr: (f64, f64),
 ) -> DrawResult {
-    root.fill(&WHITE)?;
     let (fx, fy) = (axis(chart.x_log), axis(chart.y_log));
     let (x_log, y_log, x_format, y_format) = (chart.x_log, chart.y_log, chart.x_format, chart.y_format);
     let mut c = ChartBuilder::on(root)
@@ -281,7 +291,6 @@ fn draw_lines(
         }
     }
     draw_legend(root, chart)?;
-    root.present()?;
     Ok(())
 }
 
@@ -354,53 +363,39 @@ pub fn tornado(
     let hi = rows.iter().map(|r| r.1.max(r.2)).fold(base, f64::max);
     let pad = ((hi - lo) * 0.12).max(base.abs() * 0.01).max(1e-12);
     let n = rows.len() as u32;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 110 + 46 * (n + 1))).into_drawing_area();
-        let drawn: DrawResult = (|| {
-            root.fill(&WHITE)?;
-            let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-            let mut c = row_chart(&root, title, unit_label, ((lo - pad), (hi + pad)), &names, 130, 0, format)?;
-            for (i, (_, at_p10, at_p90)) in rows.iter().enumerate() {
-                let slot = n - 1 - i as u32;
-                for (end, colour, label) in [(*at_p10, PALETTE[5], "P10"), (*at_p90, PALETTE[0], "P90")] {
-                    if (end - base).abs() <= (hi - lo) * 1e-3 {
-                        continue;
-                    }
-                    let mut bar = Rectangle::new(
-                        [(base, SegmentValue::Exact(slot)), (end, SegmentValue::Exact(slot + 1))],
-                        colour.filled(),
-                    );
-                    bar.set_margin(9, 9, 0, 0);
-                    c.draw_series(std::iter::once(bar))?;
-                    let anchor = if end >= base {
-                        Pos::new(HPos::Left, VPos::Center)
-                    } else {
-                        Pos::new(HPos::Right, VPos::Center)
-                    };
-                    let nudge = (hi - lo).max(1e-12) * if end >= base { 0.01 } else { -0.01 };
-                    c.draw_series(std::iter::once(Text::new(
-                        label,
-                        (end + nudge, SegmentValue::CenterOf(slot)),
-                        (FONT, 12).into_font().color(&BLACK).pos(anchor),
-                    )))?;
+    render(title, 110 + 46 * (n + 1), |root| {
+        let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        let mut c = row_chart(&root, title, unit_label, ((lo - pad), (hi + pad)), &names, 130, 0, format)?;
+        for (i, (_, at_p10, at_p90)) in rows.iter().enumerate() {
+            let slot = n - 1 - i as u32;
+            for (end, colour, label) in [(*at_p10, PALETTE[5], "P10"), (*at_p90, PALETTE[0], "P90")] {
+                if (end - base).abs() <= (hi - lo) * 1e-3 {
+                    continue;
                 }
+                let mut bar = Rectangle::new(
+                    [(base, SegmentValue::Exact(slot)), (end, SegmentValue::Exact(slot + 1))],
+                    colour.filled(),
+                );
+                bar.set_margin(9, 9, 0, 0);
+                c.draw_series(std::iter::once(bar))?;
+                let anchor =
+                    if end >= base { Pos::new(HPos::Left, VPos::Center) } else { Pos::new(HPos::Right, VPos::Center) };
+                let nudge = (hi - lo).max(1e-12) * if end >= base { 0.01 } else { -0.01 };
+                c.draw_series(std::iter::once(Text::new(
+                    label,
+                    (end + nudge, SegmentValue::CenterOf(slot)),
+                    (FONT, 12).into_font().color(&BLACK).pos(anchor),
+                )))?;
             }
-            c.draw_series(DashedLineSeries::new(
-                [(base, SegmentValue::Exact(0)), (base, SegmentValue::Exact(n))],
-                6,
-                4,
-                BLACK.stroke_width(1),
-            ))?;
-            root.present()?;
-            Ok(())
-        })();
-        if drawn.is_err() {
-            drop(root);
-            return empty(title);
         }
-    }
-    responsive(svg, title)
+        c.draw_series(DashedLineSeries::new(
+            [(base, SegmentValue::Exact(0)), (base, SegmentValue::Exact(n))],
+            6,
+            4,
+            BLACK.stroke_width(1),
+        ))?;
+        Ok(())
+    })
 }
 
 /// Horizontal stacked bars, one per row, each segment with its own colour and a legend below.
@@ -419,47 +414,36 @@ pub fn stacked_bars(
     let legend = 12 + LEGEND_ROW * segments.len().div_ceil(2) as u32;
     // One slot per row and an empty one on top (how plotters segments 0..n).
     let height = 110 + 40 * (n + 1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height + legend)).into_drawing_area();
-        let drawn: DrawResult = (|| {
-            root.fill(&WHITE)?;
-            let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-            let mut c = row_chart(&root, title, unit_label, (0.0, hi), &names, 170, legend, format)?;
-            for (i, (_, values)) in rows.iter().enumerate() {
-                let slot = n - 1 - i as u32;
-                let mut start = 0.0;
-                for (k, v) in values.iter().enumerate() {
-                    let colour = PALETTE[k % PALETTE.len()];
-                    let mut bar = Rectangle::new(
-                        [(start, SegmentValue::Exact(slot)), (start + v, SegmentValue::Exact(slot + 1))],
-                        colour.filled(),
-                    );
-                    bar.set_margin(6, 6, 0, 0);
-                    c.draw_series(std::iter::once(bar))?;
-                    start += v;
-                }
-            }
-            for (k, name) in segments.iter().enumerate() {
+    render(title, height + legend, |root| {
+        let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        let mut c = row_chart(&root, title, unit_label, (0.0, hi), &names, 170, legend, format)?;
+        for (i, (_, values)) in rows.iter().enumerate() {
+            let slot = n - 1 - i as u32;
+            let mut start = 0.0;
+            for (k, v) in values.iter().enumerate() {
                 let colour = PALETTE[k % PALETTE.len()];
-                let (x, y) =
-                    (24 + (k % 2) as i32 * (WIDTH as i32 / 2), height as i32 + 4 + (k / 2) as i32 * LEGEND_ROW as i32);
-                root.draw(&Rectangle::new([(x, y - 6), (x + 26, y + 6)], colour.filled()))?;
-                root.draw(&Text::new(
-                    name.to_string(),
-                    (x + 34, y),
-                    (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
-                ))?;
+                let mut bar = Rectangle::new(
+                    [(start, SegmentValue::Exact(slot)), (start + v, SegmentValue::Exact(slot + 1))],
+                    colour.filled(),
+                );
+                bar.set_margin(6, 6, 0, 0);
+                c.draw_series(std::iter::once(bar))?;
+                start += v;
             }
-            root.present()?;
-            Ok(())
-        })();
-        if drawn.is_err() {
-            drop(root);
-            return empty(title);
         }
-    }
-    responsive(svg, title)
+        for (k, name) in segments.iter().enumerate() {
+            let colour = PALETTE[k % PALETTE.len()];
+            let (x, y) =
+                (24 + (k % 2) as i32 * (WIDTH as i32 / 2), height as i32 + 4 + (k / 2) as i32 * LEGEND_ROW as i32);
+            root.draw(&Rectangle::new([(x, y - 6), (x + 26, y + 6)], colour.filled()))?;
+            root.draw(&Text::new(
+                name.to_string(),
+                (x + 34, y),
+                (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
+            ))?;
+        }
+        Ok(())
+    })
 }
 
 /// Makes the SVG scale to its container and gives it an accessible name.
