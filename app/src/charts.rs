@@ -365,7 +365,7 @@ pub fn tornado(
     let n = rows.len() as u32;
     render(title, 110 + 46 * (n + 1), |root| {
         let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-        let mut c = row_chart(&root, title, unit_label, ((lo - pad), (hi + pad)), &names, 130, 0, format)?;
+        let mut c = row_chart(root, title, unit_label, ((lo - pad), (hi + pad)), &names, 130, 0, format)?;
         for (i, (_, at_p10, at_p90)) in rows.iter().enumerate() {
             let slot = n - 1 - i as u32;
             for (end, colour, label) in [(*at_p10, PALETTE[5], "P10"), (*at_p90, PALETTE[0], "P90")] {
@@ -416,7 +416,7 @@ pub fn stacked_bars(
     let height = 110 + 40 * (n + 1);
     render(title, height + legend, |root| {
         let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-        let mut c = row_chart(&root, title, unit_label, (0.0, hi), &names, 170, legend, format)?;
+        let mut c = row_chart(root, title, unit_label, (0.0, hi), &names, 170, legend, format)?;
         for (i, (_, values)) in rows.iter().enumerate() {
             let slot = n - 1 - i as u32;
             let mut start = 0.0;

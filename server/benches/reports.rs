@@ -39,24 +39,12 @@ fn main() {
             retrains_per_month: (i % 4) as f64 * 0.5,
             run_ids: vec![],
             recommendations: vec![
-                RecommendationInput {
-                    kind: Kind::RightSizing,
-                    instance_type: Some(instances[(i + 3) % instances.len()].to_string()),
-                    replicas: Some(1 + (i % 8) as u32),
-                    serving_saving_fraction: None,
-                    extra_training_cost_usd: None,
-                    cores_saved: None,
-                    run_ids: vec![],
-                },
-                RecommendationInput {
-                    kind: Kind::Distillation,
-                    instance_type: None,
-                    replicas: None,
-                    serving_saving_fraction: Some(0.25),
-                    extra_training_cost_usd: Some(Amount::Number(2500.0)),
-                    cores_saved: None,
-                    run_ids: vec![],
-                },
+                RecommendationInput::alternative(
+                    Kind::RightSizing,
+                    instances[(i + 3) % instances.len()],
+                    1 + (i % 8) as u32,
+                ),
+                RecommendationInput::cheaper_model(Kind::Distillation, 0.25, 2500.0),
             ],
         })
         .collect();

@@ -119,6 +119,34 @@ pub struct RecommendationInput {
     pub run_ids: Vec<Uuid>,
 }
 
+impl RecommendationInput {
+    /// Another configuration: `replicas` of `instance_type`, priced from the catalog.
+    pub fn alternative(kind: Kind, instance_type: &str, replicas: u32) -> Self {
+        RecommendationInput {
+            kind,
+            instance_type: Some(instance_type.to_string()),
+            replicas: Some(replicas),
+            serving_saving_fraction: None,
+            extra_training_cost_usd: None,
+            cores_saved: None,
+            run_ids: vec![],
+        }
+    }
+
+    /// A model that serves for `fraction` less, for `extra_training_usd` more per retrain.
+    pub fn cheaper_model(kind: Kind, fraction: f64, extra_training_usd: f64) -> Self {
+        RecommendationInput {
+            kind,
+            instance_type: None,
+            replicas: None,
+            serving_saving_fraction: Some(fraction),
+            extra_training_cost_usd: Some(Amount::Number(extra_training_usd)),
+            cores_saved: None,
+            run_ids: vec![],
+        }
+    }
+}
+
 /// One deployment's line of a report.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
 pub struct ReportRow {
@@ -601,24 +629,8 @@ mod tests {
         let catalog = catalog();
         let mut d = deployment("g5.xlarge", 4);
         d.recommendations = vec![
-            RecommendationInput {
-                kind: Kind::RightSizing,
-                instance_type: Some("g6.xlarge".into()),
-                replicas: Some(3),
-                serving_saving_fraction: None,
-                extra_training_cost_usd: None,
-                cores_saved: None,
-                run_ids: vec![],
-            },
-            RecommendationInput {
-                kind: Kind::Distillation,
-                instance_type: None,
-                replicas: None,
-                serving_saving_fraction: Some(0.25),
-                extra_training_cost_usd: Some(Amount::Number(3000.0)),
-                cores_saved: None,
-                run_ids: vec![],
-            },
+            RecommendationInput::alternative(Kind::RightSizing, "g6.xlarge", 3),
+            RecommendationInput::cheaper_model(Kind::Distillation, 0.25, 3000.0),
         ];
         let r = build("r".into(), &request(vec![d]), &Prices::new(&catalog), 1, &|_| true).unwrap();
         let row = &r.rows[0];

@@ -238,8 +238,7 @@ impl Backend for WebBackend {
                     (top, rows.len().saturating_sub(15), savings)
                 }
             };
-            let planner_scenarios =
-                store.list_scenarios(10_000).await?.iter().filter(|s| s.kind == app::planner::KIND).count();
+            let planner_scenarios = store.count_scenarios(app::planner::KIND).await? as usize;
             Ok(ReportsView {
                 reports: records.into_iter().map(report_view).collect(),
                 top,
@@ -320,15 +319,11 @@ fn deployment_of(name: &str, inputs: &std::collections::BTreeMap<String, String>
         num("serving")
     };
     let recommendations = if flag("optimize") {
-        vec![reports::RecommendationInput {
-            kind: reports::Kind::Distillation,
-            instance_type: None,
-            replicas: None,
-            serving_saving_fraction: Some(num("saving") / 100.0),
-            extra_training_cost_usd: Some(reports::Amount::Number(num("extra"))),
-            cores_saved: None,
-            run_ids: vec![],
-        }]
+        vec![reports::RecommendationInput::cheaper_model(
+            reports::Kind::Distillation,
+            num("saving") / 100.0,
+            num("extra"),
+        )]
     } else {
         vec![]
     };

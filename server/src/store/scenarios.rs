@@ -71,6 +71,13 @@ impl Store {
         .await?)
     }
 
+    /// How many scenarios of `kind` are saved.
+    pub async fn count_scenarios(&self, kind: &str) -> anyhow::Result<i64> {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM scenarios WHERE kind = $1").bind(kind).fetch_one(&self.pool).await?;
+        Ok(n)
+    }
+
     /// The newest on-demand catalog price of an instance type: (USD per hour, "source, as-of").
     pub async fn catalog_price(&self, instance_type: &str) -> anyhow::Result<Option<(f64, String)>> {
         let row: Option<(i64, String, String, i64)> = sqlx::query_as(
