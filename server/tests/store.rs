@@ -178,3 +178,72 @@ async fn sqlite_runs_in_wal_mode() {
         db.drop_database().await;
     }
 }
+
+/// On one pooled connection (so Postgres reuses its prepared statements), every optional column
+/// of every insert goes NULL → value → NULL and value → NULL → value, and each run reads back
+/// exactly. Before typed binds, Postgres refused the value after a NULL double forever.
+#[tokio::test]
+async fn store_binds_nulls_and_values_alike() {
+    use headroom_server::prices::{self, PriceRow};
+    for db in databases().await {
+        let store = Store::connect_with(&db.url, 1).await.expect("connect");
+        let backend = db.backend;
+        let agent_id = agent(&store).await;
+        for order in [[false, true, false], [true, false, true]] {
+            for with_values in order {
+                let run = run_with_optionals(with_values);
+                let outcome = store.insert_run(&agent_id, &run).await.unwrap_or_else(|e| {
+                    panic!("{backend}: insert with optional values {with_values} after the other form: {e:#}")
+                });
+                assert!(!outcome.duplicate);
+                let detail = store.get_run(run.run_id).await.unwrap().expect("stored");
+                assert_eq!(detail.measurements, run.measurements, "{backend}");
+                let node = store.list_nodes().await.unwrap().into_iter().find(|n| n.node_id == run.node.node_id);
+                let node = node.expect("node stored");
+                assert_eq!(node.hourly_usd, run.node.hourly_usd, "{backend}");
+                assert_eq!(node.instance_type, run.node.instance_type, "{backend}");
+
+                let mut rows: Vec<PriceRow> = prices::parse(prices::DEFAULT_CATALOG).expect("default catalog");
+                for row in &mut rows {
+                    if !with_values {
+                        row.vcpus = None;
+                        row.memory_bytes = None;
+                        row.gpu_model = None;
+                        row.region = None;
+                    }
+                }
+                store
+                    .replace_price_catalog(&rows, "test", "import")
+                    .await
+                    .unwrap_or_else(|e| panic!("{backend}: catalog with optional values {with_values}: {e:#}"));
+                assert_eq!(store.price_catalog().await.unwrap(), rows, "{backend}");
+            }
+        }
+        store.close().await;
+        db.drop_database().await;
+    }
+}
+
+/// A run of four measurements whose optional fields are all absent, or all present.
+fn run_with_optionals(with_values: bool) -> model::RunUpload {
+    use model::{Floor, MeasurementStatus};
+    let mut run = sample_run("node-optional");
+    run.measurements.truncate(2);
+    run.measurements.extend(sample_run("x").measurements.into_iter().skip(3));
+    run.node.hourly_usd = with_values.then_some(1.25);
+    run.node.instance_type = with_values.then(|| "m7i.large".to_string());
+    for m in &mut run.measurements {
+        if with_values {
+            m.status = MeasurementStatus::Ok;
+            m.reason = None;
+            m.stats = Some(common::stats(3.5e-6));
+            m.floor = Some(Floor { name: "memcpy".into(), value: 1e-7 });
+        } else {
+            m.status = MeasurementStatus::Skipped;
+            m.reason = Some("no CUDA driver".into());
+            m.stats = None;
+            m.floor = None;
+        }
+    }
+    run
+}

@@ -13,8 +13,10 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, ConnectOptions};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyTypeInfo};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::{Any, AnyPool, ConnectOptions, Database, Encode, Type};
 
 pub use people::{AgentRecord, UserRecord};
 pub use prices::CatalogVersion;
@@ -66,14 +68,19 @@ pub fn sqlite_url(data_dir: &Path) -> String {
 impl Store {
     /// Connects, creating an SQLite file if needed, and applies pending migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let backend = Backend::from_url(url)?;
+        Self::connect_with(url, if backend == Backend::Sqlite { 4 } else { 16 }).await
+    }
+
+    /// [`Store::connect`] with a pool of at most `max_connections`.
+    pub async fn connect_with(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(url)?;
         let options = AnyConnectOptions::from_str(url)
             .with_context(|| format!("invalid database URL for {}", backend.name()))?
             .disable_statement_logging();
-        let max = if backend == Backend::Sqlite { 4 } else { 16 };
         let pool = AnyPoolOptions::new()
-            .max_connections(max)
+            .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _| {
                 Box::pin(async move {
@@ -133,4 +140,30 @@ impl Store {
 /// Unix time now, in milliseconds.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// An optional double bound so that Postgres always sees `float8`, NULL or not.
+///
+/// Postgres prepares a statement once per connection with the parameter types of its first
+/// execution. sqlx 0.9's `Any` driver turns `Option::<f64>::None` into a `float4` NULL (its
+/// `Real`/`Double` NULL mapping is swapped), so a statement first run with a NULL double then
+/// fails on that connection for every later value ("incorrect binary data format"). A `Real`
+/// NULL comes out as `float8`; `store_binds_nulls_and_values_alike` in the store tests fails if
+/// a sqlx upgrade changes that.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OptF64(pub Option<f64>);
+
+impl Type<Any> for OptF64 {
+    fn type_info() -> AnyTypeInfo {
+        <f64 as Type<Any>>::type_info()
+    }
+}
+
+impl<'q> Encode<'q, Any> for OptF64 {
+    fn encode_by_ref(&self, buf: &mut <Any as Database>::ArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        match self.0 {
+            Some(value) => <f64 as Encode<'q, Any>>::encode_by_ref(&value, buf),
+            None => <Option<f32> as Encode<'q, Any>>::encode_by_ref(&None, buf),
+        }
+    }
 }

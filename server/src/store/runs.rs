@@ -10,7 +10,7 @@ use model::{
 use sqlx::{AssertSqlSafe, FromRow};
 use uuid::Uuid;
 
-use super::{Store, now_ms};
+use super::{OptF64, Store, now_ms};
 
 /// Rows per multi-row INSERT; 18 binds each stays far below both backends' bind limits.
 const INSERT_CHUNK: usize = 200;
@@ -109,7 +109,7 @@ impl Store {
         .bind(node.memory_bytes as i64)
         .bind(&node.kernel)
         .bind(&node.instance_type)
-        .bind(node.hourly_usd)
+        .bind(OptF64(node.hourly_usd))
         .bind(serde_json::to_string(&node.gpus)?)
         .bind(now)
         .execute(&mut *tx)
@@ -310,15 +310,15 @@ async fn insert_measurements(
             .bind(m.status.as_str())
             .bind(&m.reason)
             .bind(stats.map(|s| s.samples as i64))
-            .bind(stats.map(|s| s.mean))
-            .bind(stats.map(|s| s.p50))
-            .bind(stats.map(|s| s.p90))
-            .bind(stats.map(|s| s.p99))
-            .bind(stats.map(|s| s.p999))
-            .bind(stats.map(|s| s.ci95_low))
-            .bind(stats.map(|s| s.ci95_high))
+            .bind(OptF64(stats.map(|s| s.mean)))
+            .bind(OptF64(stats.map(|s| s.p50)))
+            .bind(OptF64(stats.map(|s| s.p90)))
+            .bind(OptF64(stats.map(|s| s.p99)))
+            .bind(OptF64(stats.map(|s| s.p999)))
+            .bind(OptF64(stats.map(|s| s.ci95_low)))
+            .bind(OptF64(stats.map(|s| s.ci95_high)))
             .bind(m.floor.as_ref().map(|f| f.name.clone()))
-            .bind(m.floor.as_ref().map(|f| f.value));
+            .bind(OptF64(m.floor.as_ref().map(|f| f.value)));
     }
     query.execute(&mut **tx).await?;
     Ok(())
