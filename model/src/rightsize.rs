@@ -85,6 +85,10 @@ pub struct RightSizeInput {
     pub hardware: Vec<Hardware>,
 }
 
+/// Most perf points (over all hardware) one search considers; with [`crate::queue::MAX_REPLICAS`]
+/// this bounds the work of one request.
+pub const MAX_PERF_POINTS: usize = 2_000;
+
 fn default_headroom() -> f64 {
     0.1
 }
@@ -142,6 +146,14 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
     let headroom = non_negative("headroom_fraction", input.headroom_fraction)?;
     if input.hardware.is_empty() {
         return Err(FieldError::new("hardware", "must list at least one instance type"));
+    }
+    if input.max_replicas == 0 || input.max_replicas > crate::queue::MAX_REPLICAS {
+        let most = crate::queue::MAX_REPLICAS;
+        return Err(FieldError::new("max_replicas", format!("must be between 1 and {most}")));
+    }
+    let points: usize = input.hardware.iter().map(|hw| hw.perf.len()).sum();
+    if points > MAX_PERF_POINTS {
+        return Err(FieldError::new("hardware", format!("more than {MAX_PERF_POINTS} perf points in all")));
     }
     let per_sample = input.model.activation_bytes_per_sample + input.model.kv_cache.bytes_per_sample();
     let mut result =

@@ -9,6 +9,8 @@ use crate::run::{Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats};
 pub const MAX_MEASUREMENTS: usize = 10_000;
 /// At most this many parameters on one measurement.
 pub const MAX_PARAMETERS: usize = 64;
+/// At most this many GPUs on one node.
+pub const MAX_GPUS: usize = 64;
 /// Longest accepted free-text field, in bytes.
 pub const MAX_TEXT: usize = 256;
 
@@ -41,6 +43,11 @@ fn text(field: &str, value: &str, required: bool) -> Check {
     }
     if value.len() > MAX_TEXT {
         return Err(FieldError::new(field, format!("longer than {MAX_TEXT} bytes")));
+    }
+    // Postgres text cannot hold NUL; other control characters (but tab and line breaks) only
+    // serve to disguise a value in a page or a spreadsheet.
+    if let Some(c) = value.chars().find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')) {
+        return Err(FieldError::new(field, format!("must not contain control characters (found U+{:04X})", c as u32)));
     }
     Ok(())
 }
@@ -97,6 +104,9 @@ impl NodeInfo {
             if price < 0.0 {
                 return Err(FieldError::new(field, "must not be negative"));
             }
+        }
+        if self.gpus.len() > MAX_GPUS {
+            return Err(FieldError::new(format!("{at}.gpus"), format!("more than {MAX_GPUS} entries")));
         }
         for (i, gpu) in self.gpus.iter().enumerate() {
             text(&format!("{at}.gpus[{i}].name"), &gpu.name, true)?;
