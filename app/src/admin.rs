@@ -65,7 +65,7 @@ fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFn
             <div class="card editor">
                 <h3>"Edit and import"</h3>
                 <p class="hint">"Edit the CSV below (or paste your own with the same header) and import it as a new version. If any cell is wrong nothing is imported, and each problem is listed with its line and column."</p>
-                <textarea id="catalog-csv" rows="14" spellcheck="false" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev))>{c.csv.clone()}</textarea>
+                <textarea id="catalog-csv" rows="14" spellcheck="false" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev))>{textarea_text(&c.csv)}</textarea>
                 <button type="button" class="primary" disabled=move || import.pending().get() on:click=move |_| { import.dispatch(text.get_untracked()); }>"Import as a new version"</button>
                 {move || import.value().get().map(|result| match result {
                     Ok(ImportOutcome::Imported { version, rows }) => view! { <p class="saved" role="status">{format!("Imported version {version}: {rows} prices.")}</p> }.into_any(),
@@ -83,5 +83,17 @@ fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFn
                 })}
             </div>
         })}
+    }
+}
+
+/// A `<textarea>`'s initial text. Leptos writes a textarea's children unescaped (it treats the
+/// element as raw text), so on the server a cell like `</textarea><script>` would end the
+/// element and run; it is escaped there. In the browser the text becomes a DOM text node,
+/// which is never parsed, and `prop:value` sets what is shown.
+fn textarea_text(text: &str) -> String {
+    if cfg!(feature = "ssr") {
+        text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    } else {
+        text.to_string()
     }
 }

@@ -10,6 +10,7 @@ pub fn LoginPage() -> impl IntoView {
     let error = move || {
         query.read().get("error").map(|code| match code.as_str() {
             "missing" => "Enter a user name and a password.",
+            "throttled" => "Too many failed sign-ins: wait a little and try again.",
             _ => "Unknown user name or wrong password.",
         })
     };

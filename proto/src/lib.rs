@@ -2,6 +2,7 @@
 //! [`model::RunUpload`]. Conversion errors name the field the way JSON errors do.
 
 pub mod codec;
+pub mod limits;
 
 #[allow(clippy::all)]
 pub mod pb {

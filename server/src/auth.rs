@@ -103,7 +103,24 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if let Some(caller) = parts.extensions.get::<Caller>() {
+            return Ok(caller.clone());
+        }
         authenticate(&state.store, &parts.headers).await.map(Caller)
+    }
+}
+
+/// An agent with the ingest scope, established from the headers before the body is read, so
+/// an anonymous or wrong caller costs no body.
+#[derive(Debug, Clone)]
+pub struct AgentCaller(pub AgentRecord);
+
+impl FromRequestParts<AppState> for AgentCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require_agent().cloned().map(AgentCaller)
     }
 }
 
@@ -172,4 +189,29 @@ pub fn hash_password(password: &str) -> anyhow::Result<String> {
 
 pub fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
+}
+
+/// Checks `password` against `hash` (or, for an unknown user, against a dummy hash, so the
+/// answer takes as long either way) on the blocking pool, at most a few at a time, so that
+/// sign-ins never stall the async runtime that serves everything else.
+pub async fn verify_password_off_runtime(password: String, hash: Option<String>) -> anyhow::Result<bool> {
+    static HASHING: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let permits = HASHING.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        tokio::sync::Semaphore::new(cores.clamp(1, 8))
+    });
+    let _permit = permits.acquire().await?;
+    tokio::task::spawn_blocking(move || match hash {
+        Some(hash) => Ok(verify_password(&password, &hash)),
+        None => {
+            let dummy = match DUMMY.get() {
+                Some(dummy) => dummy,
+                None => DUMMY.get_or_init(|| hash_password("no such user").unwrap_or_default()),
+            };
+            verify_password(&password, dummy);
+            Ok(false)
+        }
+    })
+    .await?
 }

@@ -1,26 +1,70 @@
-//! The gRPC door of ingest: `headroom.v1.Ingest/UploadRun`, served on the HTTP port.
+//! The gRPC door of ingest: `headroom.v1.Ingest/UploadRun`, served on the HTTP port. The
+//! caller is authenticated from the metadata before a byte of the message is read.
 
+use axum::Router;
+use axum::extract::{Request as HttpRequest, State};
+use axum::http::HeaderValue;
+use axum::middleware::{self, Next};
+use axum::response::Response as HttpResponse;
 use proto::pb::ingest_server::{Ingest, IngestServer};
 use proto::pb::{RunUpload, UploadAck};
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
+use crate::AppState;
 use crate::auth;
-use crate::error::ApiError;
+use crate::error::{ApiError, REFUSAL_HEADER};
 use crate::ingest::{self, Door, MAX_UPLOAD_BYTES};
-use crate::store::Store;
+use crate::store::{AgentRecord, Store};
 
 pub struct IngestService {
     store: Store,
 }
 
-/// The tonic service, with the same size limit as the HTTP door.
-pub fn service(store: Store) -> IngestServer<IngestService> {
-    IngestServer::new(IngestService { store }).max_decoding_message_size(MAX_UPLOAD_BYTES)
+/// The gRPC routes, behind [`authenticate`].
+pub fn router(state: &AppState) -> Router<AppState> {
+    let service =
+        IngestServer::new(IngestService { store: state.store.clone() }).max_decoding_message_size(MAX_UPLOAD_BYTES);
+    Router::new()
+        .route_service("/headroom.v1.Ingest/{*method}", service)
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+}
+
+/// Lets only agent tokens through to the decoder, and answers an oversized message with
+/// RESOURCE_EXHAUSTED (tonic says OUT_OF_RANGE, which clients do not read as "too large").
+async fn authenticate(State(state): State<AppState>, mut request: HttpRequest, next: Next) -> HttpResponse {
+    let token = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string);
+    let Some(token) = token else {
+        return Status::unauthenticated("send the agent's token as 'authorization: Bearer …'").into_http();
+    };
+    let agent = match auth::bearer(&state.store, &token).await {
+        Ok(principal) => auth::Caller(Some(principal)).require_agent().cloned(),
+        Err(err) => Err(err),
+    };
+    match agent {
+        Ok(agent) => {
+            request.extensions_mut().insert(agent);
+        }
+        Err(err) => return status(err).into_http(),
+    }
+    let mut response = next.run(request).await;
+    let code = response.headers().get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    if code == Some(Code::OutOfRange as i32) {
+        let headers = response.headers_mut();
+        headers.insert("grpc-status", HeaderValue::from(Code::ResourceExhausted as i32));
+        headers.insert(REFUSAL_HEADER, HeaderValue::from_static("content"));
+    }
+    response
 }
 
 fn status(err: ApiError) -> Status {
     let message = err.to_string();
-    match err {
+    let refusal = err.is_content_refusal();
+    let mut status = match err {
         ApiError::Unauthorized(_) => Status::unauthenticated(message),
         ApiError::Forbidden(_) => Status::permission_denied(message),
         ApiError::Invalid(_) | ApiError::Unprocessable(_) | ApiError::BadRequest(_) => {
@@ -29,25 +73,26 @@ fn status(err: ApiError) -> Status {
         ApiError::PayloadTooLarge(_) => Status::resource_exhausted(message),
         ApiError::NotFound(_) => Status::not_found(message),
         ApiError::UnsupportedMediaType(_) => Status::invalid_argument(message),
+        ApiError::Unavailable(_) => Status::unavailable(message),
         ApiError::Internal(err) => {
             tracing::error!(error = format!("{err:#}"), "gRPC ingest failed");
             Status::internal("internal error")
         }
+    };
+    if refusal {
+        status.metadata_mut().insert(REFUSAL_HEADER, tonic::metadata::MetadataValue::from_static("content"));
     }
+    status
 }
 
 #[tonic::async_trait]
 impl Ingest for IngestService {
     async fn upload_run(&self, request: Request<RunUpload>) -> Result<Response<UploadAck>, Status> {
-        let token = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| Status::unauthenticated("send the agent's token as 'authorization: Bearer …'"))?
-            .to_string();
-        let caller = auth::Caller(Some(auth::bearer(&self.store, &token).await.map_err(status)?));
-        let agent = caller.require_agent().map_err(status)?.clone();
+        let agent = request
+            .extensions()
+            .get::<AgentRecord>()
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("no agent authenticated this call"))?;
         let run = model::RunUpload::try_from(request.into_inner()).map_err(|e| {
             ingest::rejected(Door::Grpc);
             status(e.into())

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod csv_cell;
 pub mod error;
 pub mod grpc;
 pub mod ingest;
@@ -28,8 +29,8 @@ use tokio::net::TcpListener;
 
 use crate::store::Store;
 
-/// Body limit for every route but ingest, which has its own.
-const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Body limit for every route that states none of its own.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -39,6 +40,9 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// True when this process terminates TLS itself, so cookies must be `Secure`.
     pub tls: bool,
+    /// SHA-256 of the bearer token a Prometheus scraper sends for `/metrics` (admins may read
+    /// it too); `None`: only admins.
+    pub metrics_token_hash: Option<String>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -55,22 +59,74 @@ impl AppState {
             .site_root(site_root.to_string_lossy().to_string())
             .site_pkg_dir("pkg")
             .build();
-        AppState { store, leptos, metrics: telemetry::prometheus(), tls: false }
+        AppState { store, leptos, metrics: telemetry::prometheus(), tls: false, metrics_token_hash: None }
     }
 }
 
 /// Every route: the JSON API, gRPC ingest, health and metrics, and the pages.
 pub fn app(state: AppState) -> Router {
     Router::new()
-        .route_service("/headroom.v1.Ingest/{*method}", grpc::service(state.store.clone()))
-        .merge(api::router())
+        .merge(grpc::router(&state))
+        .merge(api::router(&state))
         .merge(telemetry::router())
         .merge(openapi::router())
         .merge(web::router(&state))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::shell))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+        .layer(middleware::from_fn(same_origin_writes))
         .route_layer(middleware::from_fn(telemetry::track))
+}
+
+/// Refuses a cross-site write that a browser would authenticate with our cookie (a form on
+/// another site posting to `/login`, `/logout` or `/srv/*`): by `Sec-Fetch-Site` where the
+/// browser sends it, else by `Origin` against `Host`. Requests with an `Authorization` header
+/// carry their own credentials and are not a browser's ambient authority.
+async fn same_origin_writes(request: axum::extract::Request, next: middleware::Next) -> axum::response::Response {
+    use axum::http::{Method, header};
+    use axum::response::IntoResponse;
+    let headers = request.headers();
+    let writes = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if !writes || headers.contains_key(header::AUTHORIZATION) {
+        return next.run(request).await;
+    }
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let cross_site = match (text("sec-fetch-site"), text("origin")) {
+        (Some(site), _) => !matches!(site, "same-origin" | "none"),
+        (None, Some(origin)) => {
+            let origin_host = origin.split_once("://").map_or(origin, |(_, host)| host);
+            let hosts = [text("host"), text("x-forwarded-host")];
+            !hosts.into_iter().flatten().any(|host| host.eq_ignore_ascii_case(origin_host))
+        }
+        (None, None) => false,
+    };
+    if cross_site {
+        return error::ApiError::Forbidden(
+            "cross-site form posts are refused; use the app from its own address".into(),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// Reads the whole body of `request` (at most `limit` bytes) for handlers that read bodies
+/// their own way; more is 413, whether announced by `Content-Length` or not.
+pub async fn buffer_body(
+    request: axum::extract::Request,
+    limit: usize,
+) -> Result<axum::extract::Request, error::ApiError> {
+    let too_large = || error::ApiError::PayloadTooLarge(format!("this route takes at most {} KiB", limit >> 10));
+    let announced = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+    Ok(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes)))
 }
 
 /// Serves `router` over TLS (HTTP/1.1 and HTTP/2 by ALPN, so gRPC works) until `shutdown`
@@ -88,7 +144,10 @@ pub async fn serve_router_tls(
         stopper.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
     });
     listener.set_nonblocking(true)?;
-    axum_server::from_tcp_rustls(listener, tls)?.handle(handle).serve(router.into_make_service()).await
+    axum_server::from_tcp_rustls(listener, tls)?
+        .handle(handle)
+        .serve(router.into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .await
 }
 
 /// Serves HTTP/1.1 and HTTP/2 (gRPC) on `listener` until `shutdown` completes.
@@ -103,5 +162,6 @@ pub async fn serve(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    let service = app(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, service).with_graceful_shutdown(shutdown).await
 }

@@ -38,6 +38,10 @@ enum Command {
         /// PEM private key of --tls-cert.
         #[arg(long, env = "HEADROOM_TLS_KEY", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Bearer token a Prometheus scraper sends for /metrics; without it only admins may
+        /// read /metrics.
+        #[arg(long, env = "HEADROOM_METRICS_TOKEN", hide_env_values = true)]
+        metrics_token: Option<String>,
     },
     /// Manage users and tokens.
     #[command(subcommand)]
@@ -94,8 +98,8 @@ async fn main() -> anyhow::Result<()> {
     };
     let store = Store::connect(&url).await?;
     match cli.command {
-        Command::Serve { listen, site_root, tls_cert, tls_key } => {
-            serve(store, listen, site_root, tls_cert.zip(tls_key)).await
+        Command::Serve { listen, site_root, tls_cert, tls_key, metrics_token } => {
+            serve(store, listen, site_root, tls_cert.zip(tls_key), metrics_token).await
         }
         Command::Admin(command) => run_admin(&store, &cli.data_dir, command).await,
     }
@@ -106,6 +110,7 @@ async fn serve(
     listen: SocketAddr,
     site_root: Option<PathBuf>,
     tls: Option<(PathBuf, PathBuf)>,
+    metrics_token: Option<String>,
 ) -> anyhow::Result<()> {
     let site_root = match site_root {
         Some(root) => root,
@@ -116,6 +121,10 @@ async fn serve(
     }
     let backend = store.backend().name();
     let mut state = AppState::new(store.clone(), &site_root);
+    if let Some(token) = metrics_token.filter(|t| !t.trim().is_empty()) {
+        anyhow::ensure!(token.trim().len() >= 16, "--metrics-token must be at least 16 characters");
+        state.metrics_token_hash = Some(headroom_server::auth::hash_token(token.trim()));
+    }
     match tls {
         Some((cert, key)) => {
             let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)

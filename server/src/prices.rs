@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 use model::money::{MicroUsd, format_usd, parse_usd};
 use serde::Serialize;
 
+use crate::csv_cell;
+
 /// The catalog shipped with the server, loaded into an empty database (see `data/README.md`).
 pub const DEFAULT_CATALOG: &str = include_str!("../data/price-catalog.csv");
 
@@ -103,7 +105,7 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
         let mut bad = |column: &str, reason: String| {
             errors.push(CellError { line, column: Some(column.to_string()), reason });
         };
-        let cell = |c: usize| record.get(c).unwrap_or("").trim();
+        let cell = |c: usize| csv_cell::restore(record.get(c).unwrap_or("").trim());
         let required = |c: usize, bad: &mut dyn FnMut(&str, String)| {
             let v = cell(c);
             if v.is_empty() {
@@ -213,18 +215,19 @@ pub fn to_csv(rows: &[PriceRow]) -> String {
     let _ = writer.write_record(COLUMNS);
     for r in rows {
         let memory = r.memory_bytes.map(|b| trim_number(b as f64 / GIB)).unwrap_or_default();
+        let text = |t: &str| csv_cell::neutral(t).into_owned();
         let _ = writer.write_record([
-            r.provider.as_str(),
-            &r.instance_type,
-            r.gpu_model.as_deref().unwrap_or(""),
-            &r.gpu_count.to_string(),
-            &r.vcpus.map(|v| v.to_string()).unwrap_or_default(),
-            &memory,
-            &format_usd(r.hourly_micro_usd),
-            &r.purchase_option,
-            r.region.as_deref().unwrap_or(""),
-            &r.source,
-            &r.as_of,
+            text(&r.provider),
+            text(&r.instance_type),
+            text(r.gpu_model.as_deref().unwrap_or("")),
+            r.gpu_count.to_string(),
+            r.vcpus.map(|v| v.to_string()).unwrap_or_default(),
+            memory,
+            format_usd(r.hourly_micro_usd),
+            text(&r.purchase_option),
+            text(r.region.as_deref().unwrap_or("")),
+            text(&r.source),
+            text(&r.as_of),
         ]);
     }
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()

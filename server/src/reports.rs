@@ -427,9 +427,14 @@ fn kind_name(kind: Kind) -> &'static str {
 /// The report's table: one row per deployment, money in USD (exact conversions of the integer
 /// micro-dollars), dates as dates.
 pub fn frame(report: &Report) -> PolarsResult<DataFrame> {
+    frame_with(report, &|text| text)
+}
+
+/// [`frame`] with every free-text cell passed through `cell` (CSV neutralises formulas).
+fn frame_with(report: &Report, cell: &dyn Fn(String) -> String) -> PolarsResult<DataFrame> {
     let n = report.rows.len();
     let usd = |f: &dyn Fn(&ReportRow) -> MicroUsd| -> Vec<f64> { report.rows.iter().map(|r| to_usd(f(r))).collect() };
-    let text = |f: &dyn Fn(&ReportRow) -> String| -> Vec<String> { report.rows.iter().map(f).collect() };
+    let text = |f: &dyn Fn(&ReportRow) -> String| -> Vec<String> { report.rows.iter().map(|r| cell(f(r))).collect() };
     let from = days_from_civil(&report.from).unwrap_or(0);
     let to = days_from_civil(&report.to).unwrap_or(0);
     let date = |name: &str, day: i32| -> PolarsResult<Column> {
@@ -477,7 +482,7 @@ pub fn frame(report: &Report) -> PolarsResult<DataFrame> {
 
 /// The table as CSV, then a `TOTAL` line whose money columns are the exact sums of the rows.
 pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
-    let mut df = frame(report)?;
+    let mut df = frame_with(report, &|text| crate::csv_cell::neutral(&text).into_owned())?;
     let mut out = Vec::new();
     CsvWriter::new(&mut out).include_header(true).finish(&mut df)?;
     let sum = |f: &dyn Fn(&ReportRow) -> MicroUsd| format_usd(report.rows.iter().map(f).sum());

@@ -5,14 +5,16 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::AppState;
+use crate::auth::{self, Caller, Role};
+use crate::error::ApiError;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).route("/metrics", get(render))
@@ -50,8 +52,35 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn render(State(state): State<AppState>) -> Response {
+/// The metrics, for the scraper's token or an admin.
+async fn render(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let bearer = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| auth::hash_token(t.trim()));
+    let scraper = matches!((&bearer, &state.metrics_token_hash), (Some(sent), Some(known)) if sent == known);
+    if !scraper {
+        let caller = match auth::authenticate(&state.store, &headers).await {
+            Ok(principal) => Caller(principal),
+            Err(_) if bearer.is_some() && state.metrics_token_hash.is_some() => {
+                return ApiError::Unauthorized("unknown metrics token".into()).into_response();
+            }
+            Err(err) => return err.into_response(),
+        };
+        if let Err(err) = caller.require(Role::Admin) {
+            return err.into_response();
+        }
+    }
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+/// The method as a metrics label: one of the standard methods or `other`, so a client cannot
+/// grow the metrics by inventing methods.
+fn method_label(method: &Method) -> &'static str {
+    static KNOWN: [Method; 7] =
+        [Method::GET, Method::POST, Method::PUT, Method::DELETE, Method::PATCH, Method::HEAD, Method::OPTIONS];
+    KNOWN.iter().find(|m| *m == method).map_or("other", Method::as_str)
 }
 
 /// Counts every request and its latency by route template, method and status.
@@ -61,7 +90,7 @@ pub async fn track(request: Request, next: Next) -> Response {
         request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| {
             if request.uri().path().starts_with("/pkg/") { "/pkg/*".into() } else { "other".into() }
         });
-    let method = request.method().to_string();
+    let method = method_label(request.method()).to_string();
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
     let labels = [("method", method), ("route", route), ("status", status)];

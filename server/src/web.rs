@@ -395,7 +395,14 @@ pub fn router(state: &AppState) -> Router<AppState> {
 async fn require_sign_in(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     // Page-data endpoints check the caller themselves and answer errors, not redirects.
-    if path == "/login" || path.starts_with("/srv/") {
+    if path.starts_with("/srv/") {
+        let limit = if path == "/srv/import_prices" { api::prices::MAX_CATALOG_BYTES } else { crate::MAX_BODY_BYTES };
+        return match crate::buffer_body(request, limit).await {
+            Ok(request) => next.run(request).await,
+            Err(refusal) => refusal.into_response(),
+        };
+    }
+    if path == "/login" {
         return next.run(request).await;
     }
     match auth::authenticate(&state.store, request.headers()).await {

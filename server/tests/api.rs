@@ -382,7 +382,13 @@ async fn health_readiness_metrics_and_openapi() {
         assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().text().await.unwrap(), "ok");
         assert_eq!(app.http.get(app.url("/readyz")).send().await.unwrap().status(), StatusCode::OK);
         post_json(&app, Some(&agent), serde_json::to_string(&sample_run("node-m")).unwrap()).await;
-        let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let anonymous = app.http.get(app.url("/metrics")).send().await.unwrap();
+        assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "metrics are not for anyone");
+        let viewer = app.user_token(Role::Viewer).await;
+        let denied = app.http.get(app.url("/metrics")).bearer_auth(&viewer).send().await.unwrap();
+        assert_eq!(denied.status(), StatusCode::FORBIDDEN);
+        let admin = app.user_token(Role::Admin).await;
+        let metrics = app.http.get(app.url("/metrics")).bearer_auth(&admin).send().await.unwrap().text().await.unwrap();
         assert!(metrics.contains("http_requests_total{method=\"GET\",route=\"/readyz\",status=\"200\"}"), "{metrics}");
         assert!(metrics.contains("headroom_ingest_runs_total{door=\"http\",outcome=\"stored\"}"), "{metrics}");
         assert!(metrics.contains("http_request_duration_seconds_bucket"), "{metrics}");

@@ -23,10 +23,16 @@ pub mod scenarios;
 pub mod session;
 
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 
 use crate::AppState;
+use crate::auth::{self, Caller};
+use crate::error::ApiError;
 
-pub fn router() -> Router<AppState> {
+pub fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .merge(runs::router())
         .merge(nodes::router())
@@ -35,5 +41,22 @@ pub fn router() -> Router<AppState> {
         .merge(prices::router())
         .merge(reports::router())
         .merge(scenarios::router())
+        .route_layer(middleware::from_fn_with_state(state.clone(), identify))
         .merge(session::router())
+}
+
+/// Establishes the caller once, from the headers, before any body is read: a write without
+/// credentials is refused without reading its body. Handlers find the caller it stored.
+async fn identify(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let caller = match auth::authenticate(&state.store, request.headers()).await {
+        Ok(principal) => Caller(principal),
+        Err(err) => return err.into_response(),
+    };
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if caller.0.is_none() && !reads {
+        return ApiError::Unauthorized("sign in, or send an API or agent token, before sending a body".into())
+            .into_response();
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
 }

@@ -10,7 +10,7 @@ use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite};
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::auth::{Caller, Role};
+use crate::auth::{AgentCaller, Caller, Role};
 use crate::error::ApiError;
 use crate::ingest::{self, Door, MAX_UPLOAD_BYTES};
 use crate::json;
@@ -32,11 +32,10 @@ pub fn router() -> Router<AppState> {
         (status = 415, description = "not application/json"), (status = 422, description = "invalid field")))]
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
+    AgentCaller(agent): AgentCaller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<IngestAck>), ApiError> {
-    let agent = caller.require_agent()?.clone();
     let run: RunUpload = match json::from_body(&headers, body) {
         Ok(run) => run,
         Err(err) => {

@@ -1,8 +1,10 @@
 //! Signing in and out with a password; the session lives in an HttpOnly SameSite cookie.
 //! The form posts work without JavaScript, so the login page works before hydration.
 
-use axum::extract::State;
+use std::net::SocketAddr;
+
 use axum::extract::rejection::FormRejection;
+use axum::extract::{ConnectInfo, State};
 use axum::http::header::{LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -36,10 +38,18 @@ fn see_other(location: &str, cookie: Option<String>) -> Response {
     response
 }
 
-/// Only same-site absolute paths are followed after login.
-fn safe_next(next: Option<&str>) -> &str {
+/// Only same-site absolute paths are followed after login: not `//host` nor `/\host` (which
+/// browsers read as `//host`), nor anything with a backslash or a control character.
+pub fn safe_next(next: Option<&str>) -> &str {
     match next {
-        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.starts_with("/login") => path,
+        Some(path)
+            if path.starts_with('/')
+                && !path[1..].starts_with(['/', '\\'])
+                && !path.contains(|c: char| c == '\\' || c.is_control())
+                && !path.starts_with("/login") =>
+        {
+            path
+        }
         _ => "/fleet",
     }
 }
@@ -52,21 +62,57 @@ fn secure_attribute(state: &AppState, headers: &HeaderMap) -> &'static str {
     if https { "; Secure" } else { "" }
 }
 
-/// Checks the password; on success sets the session cookie and redirects.
+/// The client's address as the socket saw it (a proxy's, behind one), if the server knows it.
+pub struct ClientAddress(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddress {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddress(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(a)| a.ip())))
+    }
+}
+
+/// Failed sign-ins an account may have before it is locked (1 s, doubling to 15 min).
+pub const FREE_FAILURES_PER_ACCOUNT: u32 = 5;
+/// The same for one client address, over all the accounts it tries.
+pub const FREE_FAILURES_PER_ADDRESS: u32 = 20;
+
+/// Checks the password; on success sets the session cookie and redirects. Failures are
+/// throttled per account and per address (in the database, so across replicas).
 pub async fn create(
     State(state): State<AppState>,
+    ClientAddress(peer): ClientAddress,
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Result<Response, ApiError> {
-    let Ok(Form(form)) = form else { return Ok(see_other("/login?error=missing", None)) };
-    let user = state.store.user_by_name(form.name.trim()).await?;
+    let form = match form {
+        Ok(Form(form)) => form,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return Err(ApiError::PayloadTooLarge(rejection.body_text()));
+        }
+        Err(_) => return Ok(see_other("/login?error=missing", None)),
+    };
+    let name = form.name.trim();
+    let account = format!("user:{}", name.to_lowercase());
+    let address = format!("addr:{}", peer.map_or_else(|| "unknown".to_string(), |ip| ip.to_string()));
+    if state.store.login_locked_until(&[&account, &address]).await?.is_some() {
+        tracing::info!(name = %name, %address, "sign-in refused: throttled");
+        return Ok(see_other("/login?error=throttled", None));
+    }
+    let user = state.store.user_by_name(name).await?;
+    let hash = user.as_ref().map(|u| u.password_hash.clone());
+    let valid = auth::verify_password_off_runtime(form.password, hash).await?;
     let user = match user {
-        Some(user) if auth::verify_password(&form.password, &user.password_hash) => user,
+        Some(user) if valid => user,
         _ => {
-            tracing::info!(name = %form.name, "failed sign-in");
+            state.store.record_login_failure(&account, FREE_FAILURES_PER_ACCOUNT).await?;
+            state.store.record_login_failure(&address, FREE_FAILURES_PER_ADDRESS).await?;
+            tracing::info!(name = %name, %address, "failed sign-in");
             return Ok(see_other("/login?error=invalid", None));
         }
     };
+    state.store.clear_login_failures(&account).await?;
     let token = auth::new_token("");
     let max_age = state.store.create_session(&user.id, &auth::hash_token(&token)).await?;
     let secure = secure_attribute(&state, &headers);
@@ -95,4 +141,29 @@ pub struct Me {
 pub async fn me(caller: Caller) -> Result<Json<Me>, ApiError> {
     let (name, role) = caller.require(Role::Viewer)?;
     Ok(Json(Me { name: name.to_string(), role: role.as_str().to_string() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn only_same_site_paths_are_followed() {
+        for path in ["/planner", "/runs/1?x=y", "/a/b#c"] {
+            assert_eq!(safe_next(Some(path)), path);
+        }
+        for path in [
+            "//evil.example/",
+            "/\\evil.example/",
+            "/\\/evil",
+            "https://evil.example",
+            "/a\\b",
+            "/x\r\nSet-Cookie: a=b",
+            "/login?next=/x",
+            "",
+        ] {
+            assert_eq!(safe_next(Some(path)), "/fleet", "{path:?}");
+        }
+        assert_eq!(safe_next(None), "/fleet");
+    }
 }

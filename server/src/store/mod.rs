@@ -7,6 +7,7 @@ mod prices;
 mod reports;
 mod runs;
 mod scenarios;
+mod throttle;
 
 use std::path::Path;
 use std::str::FromStr;

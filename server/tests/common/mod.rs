@@ -95,11 +95,17 @@ pub struct TestApp {
 
 /// Connects (migrating) and serves the real router on 127.0.0.1:0.
 pub async fn spawn(db: &TestDb) -> TestApp {
+    spawn_with(db, |_| {}).await
+}
+
+/// [`spawn`] with the server's state changed by `configure` first.
+pub async fn spawn_with(db: &TestDb, configure: impl FnOnce(&mut AppState)) -> TestApp {
     let store = Store::connect(&db.url).await.expect("connect store");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (tx, rx) = oneshot::channel::<()>();
-    let state = AppState::new(store.clone(), &PathBuf::from("/nonexistent-site"));
+    let mut state = AppState::new(store.clone(), &PathBuf::from("/nonexistent-site"));
+    configure(&mut state);
     let task = tokio::spawn(headroom_server::serve(listener, state, async move {
         let _ = rx.await;
     }));
@@ -140,6 +146,16 @@ impl TestApp {
         let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
         admin::create_user(&self.store, &name, role, Some("correct horse battery".into())).await.expect("user");
         admin::create_api_token(&self.store, &name).await.expect("api token")
+    }
+
+    /// A new user with `role` and `password`, signed in: the session cookie (`name=value`).
+    pub async fn session(&self, role: Role) -> String {
+        let name = format!("{}-{}", role.as_str(), uuid::Uuid::new_v4().simple());
+        admin::create_user(&self.store, &name, role, Some("correct horse battery".into())).await.expect("user");
+        let form = [("name", name.as_str()), ("password", "correct horse battery")];
+        let response = self.http.post(self.url("/login")).form(&form).send().await.expect("sign in");
+        let cookie = response.headers().get("set-cookie").expect("signed in").to_str().expect("ascii");
+        cookie.split(';').next().expect("cookie").to_string()
     }
 
     /// How many runs and nodes are stored.
