@@ -234,3 +234,135 @@ async fn inventory_prints_this_node() {
     let node: model::NodeInfo = serde_json::from_slice(&out.stdout).unwrap();
     assert!(node.cpu_cores >= 1 && node.memory_bytes > 0);
 }
+
+/// The real server behind a fault injected in front of it (a proxy or a broken server).
+async fn start_behind(db_dir: &Path, fault: Fault) -> Server {
+    let store = Store::connect(&headroom_server::store::sqlite_url(db_dir)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, rx) = oneshot::channel::<()>();
+    let state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
+    let app = headroom_server::app(state)
+        .layer(axum::middleware::from_fn(refuse_grpc))
+        .layer(axum::middleware::from_fn(fault));
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = rx.await;
+            })
+            .await
+    });
+    Server { url, store, stop, task }
+}
+
+type Fault = fn(
+    axum::extract::Request,
+    axum::middleware::Next,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = axum::response::Response> + Send>>;
+
+fn rejected(spool: &Path) -> usize {
+    std::fs::read_dir(spool.join("rejected"))
+        .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json")).count())
+}
+
+/// A proxy's 413 (not signed by the server) is not the server refusing the run: it is kept,
+/// and the proxy's text is printed without its terminal escapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxys_413_keeps_the_run() {
+    let db = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let fault: Fault = |_, _| {
+        Box::pin(async {
+            use axum::response::IntoResponse;
+            (axum::http::StatusCode::PAYLOAD_TOO_LARGE, "nginx: too large\u{1b}[2J\u{1b}]0;owned\u{7}").into_response()
+        })
+    };
+    let server = start_behind(db.path(), fault).await;
+    let token = admin::create_agent_token(&server.store, "behind-nginx").await.unwrap();
+    let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&server.url, &token))).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 1, "kept for a later try: {}", text(&out));
+    assert_eq!(rejected(spool.path()), 0);
+    assert!(text(&out).contains("nginx: too large"), "{}", text(&out));
+    assert!(!text(&out).contains('\u{1b}') && !text(&out).contains('\u{7}'), "escapes reached the terminal");
+    server.stop().await;
+}
+
+/// An acknowledgement that names another run does not take this one out of the spool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_for_another_run_keeps_the_run() {
+    let db = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let fault: Fault = |request, next| {
+        Box::pin(async move {
+            use axum::response::IntoResponse;
+            let response = next.run(request).await;
+            let (parts, body) = response.into_parts();
+            let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+            let mut ack: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            if ack.get("run_id").is_some() {
+                ack["run_id"] = uuid::Uuid::new_v4().to_string().into();
+            }
+            (parts.status, axum::Json(ack)).into_response()
+        })
+    };
+    let server = start_behind(db.path(), fault).await;
+    let token = admin::create_agent_token(&server.store, "confused").await.unwrap();
+    let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&server.url, &token))).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("acknowledged run"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 1);
+    server.stop().await;
+}
+
+/// An overloaded server's 503 + Retry-After is honoured, and the run then goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_honoured() {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let db = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let fault: Fault = |request, next| {
+        Box::pin(async move {
+            use axum::response::IntoResponse;
+            if CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+                let busy = [(axum::http::header::RETRY_AFTER, "2")];
+                return (axum::http::StatusCode::SERVICE_UNAVAILABLE, busy, "busy").into_response();
+            }
+            next.run(request).await
+        })
+    };
+    let server = start_behind(db.path(), fault).await;
+    let token = admin::create_agent_token(&server.store, "patient").await.unwrap();
+    let out = agent(&["run", "system", "--quick", "--attempts", "3"], spool.path(), Some((&server.url, &token))).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("retrying in 2s"), "the server's Retry-After sets the wait: {}", text(&out));
+    assert_eq!(server.run_count().await, 1);
+    server.stop().await;
+}
+
+/// A run the server itself refuses (and says so) is moved aside with the reason, over either door.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_the_server_refuses_is_moved_aside() {
+    for without_grpc in [false, true] {
+        let db = tempfile::tempdir().unwrap();
+        let spool = tempfile::tempdir().unwrap();
+        let out = agent(&["run", "system", "--quick"], spool.path(), None).await;
+        assert!(out.status.success(), "{}", text(&out));
+        let path = std::fs::read_dir(spool.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .unwrap();
+        let mut run: model::RunUpload = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        run.node.hostname = "bad\u{0}name".into();
+        std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
+        let server = start_with(db.path(), "127.0.0.1:0", without_grpc).await;
+        let token = admin::create_agent_token(&server.store, "refused").await.unwrap();
+        let out = agent(&["upload", "--attempts", "1"], spool.path(), Some((&server.url, &token))).await;
+        assert_eq!(spooled(spool.path()), 0, "{}", text(&out));
+        assert_eq!(rejected(spool.path()), 1, "{}", text(&out));
+        assert!(text(&out).contains("node.hostname"), "{}", text(&out));
+        assert_eq!(server.run_count().await, 0);
+        server.stop().await;
+    }
+}
