@@ -63,6 +63,9 @@ enum Command {
         /// instead of a server process on this one.
         #[arg(long)]
         peer: Option<String>,
+        /// transport: the token the peer's `serve` printed (or was given).
+        #[arg(long, env = "HEADROOM_PEER_TOKEN", hide_env_values = true)]
+        peer_token: Option<String>,
         /// transport: payload sizes, e.g. 1KiB,64KiB,4MiB (default 1KiB,8KiB,64KiB,512KiB,4MiB).
         #[arg(long, value_delimiter = ',', value_parser = parse_size)]
         sizes: Vec<usize>,
@@ -88,9 +91,14 @@ enum Command {
     /// Serve the transport suite's servers so an agent on another node can measure against
     /// this one (`run transport --peer THIS_HOST:PORT`).
     Serve {
-        /// Address for HTTP, gRPC and control; a raw-exchange port is opened beside it.
-        #[arg(long, default_value = "0.0.0.0:7070")]
+        /// Address for HTTP, gRPC and control; a raw-exchange port is opened beside it. Loopback
+        /// unless told otherwise: for cross-node runs give the address the other node reaches.
+        #[arg(long, default_value = "127.0.0.1:7070")]
         listen: std::net::SocketAddr,
+        /// The shared secret clients must send (at least 16 characters); default: a new random
+        /// one, printed on standard error for `run transport --peer-token`.
+        #[arg(long, env = "HEADROOM_PEER_TOKEN", hide_env_values = true)]
+        peer_token: Option<String>,
         /// Run every server thread on this CPU.
         #[arg(long)]
         cpu: Option<usize>,
@@ -163,12 +171,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let target = target(&server)?.context("--server (or HEADROOM_SERVER) is required to upload")?;
             flush(&spool, &target).await
         }
-        Command::Serve { listen, cpu, stop_on_stdin_eof } => {
+        Command::Serve { listen, peer_token, cpu, stop_on_stdin_eof } => {
+            let token = match peer_token {
+                Some(token) => token,
+                None => {
+                    let token = transport::peer::new_token();
+                    eprintln!("peer token (give it to `run transport --peer-token`): {token}");
+                    token
+                }
+            };
             // Blocking servers and a runtime of their own; keep them off this runtime's threads.
-            tokio::task::spawn_blocking(move || transport::peer::serve(listen, cpu, stop_on_stdin_eof)).await??;
+            tokio::task::spawn_blocking(move || transport::peer::serve(listen, token, cpu, stop_on_stdin_eof))
+                .await??;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { suites, quick, json, instance_type, hourly_usd, server, peer, sizes } => {
+        Command::Run { suites, quick, json, instance_type, hourly_usd, server, peer, peer_token, sizes } => {
             if let Some(price) = hourly_usd {
                 anyhow::ensure!(
                     price.is_finite() && price >= 0.0,
@@ -178,7 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let spool = Spool::open(&cli.spool)?;
             let target = target(&server)?;
             let facts = inventory::OperatorFacts { instance_type, hourly_usd };
-            let options = suites::Options { peer, sizes };
+            let options = suites::Options { peer, peer_token, sizes };
             let run =
                 tokio::task::spawn_blocking(move || measure(&suites, Effort { quick }, &options, &facts)).await??;
             let path = spool.put(&run)?;

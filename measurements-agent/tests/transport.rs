@@ -13,7 +13,7 @@ use model::{Measurement, MeasurementStatus, RunUpload, Unit};
 
 fn agent() -> Command {
     let mut cmd = Command::cargo_bin("measurements-agent").unwrap();
-    cmd.env_remove("HEADROOM_SERVER").env_remove("HEADROOM_TOKEN");
+    cmd.env_remove("HEADROOM_SERVER").env_remove("HEADROOM_TOKEN").env_remove("HEADROOM_PEER_TOKEN");
     cmd
 }
 
@@ -122,6 +122,9 @@ fn same_node_run_measures_every_transport_against_its_floor() {
     assert!(run.measurements.iter().any(|m| m.case == "timer_overhead" && m.status == MeasurementStatus::Ok));
 }
 
+/// The shared secret the tests' peers are started with.
+const PEER_TOKEN: &str = "test-peer-token-0123456789abcdef";
+
 /// `measurements-agent serve`, started the way an operator would on the other node.
 struct Serve {
     child: Child,
@@ -139,8 +142,12 @@ impl Serve {
             }
             None => Command::new(exe),
         };
-        let mut child =
-            cmd.args(["serve", "--listen", listen]).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut child = cmd
+            .args(["serve", "--listen", listen, "--peer-token", PEER_TOKEN])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let addr =
@@ -180,7 +187,7 @@ fn assert_cross_node(run: &RunUpload) {
 fn cross_node_run_against_a_serving_agent() {
     let serve = Serve::start(&[], "127.0.0.1:0");
     let spool = tempfile::tempdir().unwrap();
-    let out = run_transport(spool.path(), &["--sizes", "1KiB", "--peer", &serve.addr]);
+    let out = run_transport(spool.path(), &["--sizes", "1KiB", "--peer", &serve.addr, "--peer-token", PEER_TOKEN]);
     assert!(out.status.success(), "{}", text(&out));
     assert_cross_node(&serde_json::from_slice(&out.stdout).unwrap());
 }
@@ -189,7 +196,7 @@ fn cross_node_run_against_a_serving_agent() {
 fn an_unreachable_peer_fails_the_run_clearly() {
     let spool = tempfile::tempdir().unwrap();
     // Port 9 on loopback: nothing listens there.
-    let out = run_transport(spool.path(), &["--peer", "127.0.0.1:9"]);
+    let out = run_transport(spool.path(), &["--peer", "127.0.0.1:9", "--peer-token", PEER_TOKEN]);
     assert!(!out.status.success());
     let message = text(&out);
     assert!(message.contains("cannot reach the transport peer at 127.0.0.1:9"), "{message}");
@@ -260,7 +267,8 @@ fn cross_node_run_across_a_veth_pair_between_network_namespaces() {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.names[1]])
         .arg(exe)
-        .args(["run", "transport", "--quick", "--json", "--sizes", "1KiB", "--peer", &serve.addr, "--spool"])
+        .args(["run", "transport", "--quick", "--json", "--sizes", "1KiB", "--peer", &serve.addr])
+        .args(["--peer-token", PEER_TOKEN, "--spool"])
         .arg(spool.path())
         .env_remove("HEADROOM_SERVER")
         .output()
@@ -295,6 +303,7 @@ async fn transport_figures_and_floors_are_uploaded_and_served() {
     let out = tokio::task::spawn_blocking(move || {
         agent()
             .args(["run", "transport", "--quick", "--sizes", "1KiB", "--peer", &peer, "--attempts", "1"])
+            .env("HEADROOM_PEER_TOKEN", PEER_TOKEN)
             .args(["--server", &server_url, "--token", &token, "--spool"])
             .arg(spool.path())
             .output()
@@ -325,4 +334,54 @@ async fn transport_figures_and_floors_are_uploaded_and_served() {
     let _ = stop.send(());
     server.await.unwrap().unwrap();
     store.close().await;
+}
+
+/// What anyone who reaches the peer's ports without the token gets: nothing.
+#[test]
+fn the_peer_lets_in_only_token_holders_and_maps_only_its_own_files() {
+    use std::io::{Read, Write};
+    let help = agent().args(["serve", "--help"]).output().unwrap();
+    assert!(text(&help).contains("[default: 127.0.0.1:7070]"), "loopback by default: {}", text(&help));
+    let serve = Serve::start(&[], "127.0.0.1:0");
+    let call = |method: &str, path: &str, token: Option<&str>, body: &str| -> String {
+        let mut stream = std::net::TcpStream::connect(&serve.addr).unwrap();
+        let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    for path in ["/v1/info", "/v1/usage"] {
+        assert!(call("GET", path, None, "").starts_with("HTTP/1.1 401"), "{path}");
+        assert!(call("GET", path, Some("wrong-token-wrong-token"), "").starts_with("HTTP/1.1 401"), "{path}");
+    }
+    let infer = r#"{"request_id":1,"batch":1,"features":64,"values":[]}"#;
+    assert!(call("POST", "/v1/infer", None, infer).starts_with("HTTP/1.1 401"));
+    let info = call("GET", "/v1/info", Some(PEER_TOKEN), "");
+    assert!(info.starts_with("HTTP/1.1 200") && !info.contains("\"pid\""), "{info}");
+    // A client cannot name a file for the peer to map; the peer makes its own.
+    let victim = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(victim.path(), b"precious").unwrap();
+    let named = format!(r#"{{"path":"{}","slots":1,"max_batch":1,"wait":"futex"}}"#, victim.path().display());
+    assert!(call("POST", "/v1/shm", Some(PEER_TOKEN), &named).starts_with("HTTP/1.1 422"));
+    assert_eq!(std::fs::read(victim.path()).unwrap(), b"precious");
+    let many = r#"{"slots":1000,"max_batch":1,"wait":"spin"}"#;
+    assert!(call("POST", "/v1/shm", Some(PEER_TOKEN), many).starts_with("HTTP/1.1 422"), "slots are capped");
+    let made = call("POST", "/v1/shm", Some(PEER_TOKEN), r#"{"slots":1,"max_batch":1,"wait":"futex"}"#);
+    assert!(made.starts_with("HTTP/1.1 200") && made.contains("headroom-peer-"), "{made}");
+    // The raw exchange answers nothing to a caller who does not send the token first.
+    let info: serde_json::Value = serde_json::from_str(info.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let port = info["exchange_port"].as_u64().unwrap();
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+    raw.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut wrong = vec![b'x'; PEER_TOKEN.len()];
+    wrong.extend_from_slice(&[8, 0, 0, 0, 8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    raw.write_all(&wrong).unwrap();
+    let mut back = [0u8; 8];
+    assert!(raw.read_exact(&mut back).is_err(), "the exchange answered without the token");
 }

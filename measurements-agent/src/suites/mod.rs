@@ -31,6 +31,8 @@ pub trait Benchmark {
 pub struct Options {
     /// `HOST:PORT` of a transport peer on another node.
     pub peer: Option<String>,
+    /// The token of that peer.
+    pub peer_token: Option<String>,
     /// Transport payload sizes in bytes (empty: the suite's defaults).
     pub sizes: Vec<usize>,
 }
@@ -48,9 +50,11 @@ pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, 
         Suite::Transfer => Ok(Box::new(gpu::TransferSuite)),
         Suite::Alloc => Ok(Box::new(gpu::AllocSuite)),
         Suite::Gemm => Ok(Box::new(gpu::GemmSuite)),
-        Suite::Transport => {
-            Ok(Box::new(transport::TransportSuite { peer: options.peer.clone(), sizes: options.sizes.clone() }))
-        }
+        Suite::Transport => Ok(Box::new(transport::TransportSuite {
+            peer: options.peer.clone(),
+            peer_token: options.peer_token.clone(),
+            sizes: options.sizes.clone(),
+        })),
     }
 }
 

@@ -26,6 +26,8 @@ pub const IN_FLIGHT: [usize; 3] = [1, 4, 16];
 pub struct TransportSuite {
     /// `HOST:PORT` of a `measurements-agent serve` on another node; none measures this node.
     pub peer: Option<String>,
+    /// The token that peer printed (or was given) when it started.
+    pub peer_token: Option<String>,
     /// Payload sizes in bytes; empty takes the defaults.
     pub sizes: Vec<usize>,
 }
@@ -89,7 +91,14 @@ impl Benchmark for TransportSuite {
             .iter()
             .map(|&p| {
                 let peer = match &self.peer {
-                    Some(addr) => Peer::remote(addr)?,
+                    Some(addr) => {
+                        let token = self.peer_token.as_deref().ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "--peer needs --peer-token (or HEADROOM_PEER_TOKEN): the token `serve` printed"
+                            )
+                        })?;
+                        Peer::remote(addr, token)?
+                    }
                     None => Peer::spawn_local(p.server_cpu())?,
                 };
                 Ok((p, peer))
@@ -241,8 +250,8 @@ impl Runner {
         }
         let response = FRAME_HEADER + wire::batch_for(size) * CLASSES * 4;
         let request = FRAME_HEADER + size;
-        let addr = peer.exchange_addr();
-        self.exchange_floor("tcp_exchange", "TCP", placement, size, || Exchange::tcp(addr, request, response));
+        let (addr, token) = (peer.exchange_addr(), peer.token.as_str());
+        self.exchange_floor("tcp_exchange", "TCP", placement, size, || Exchange::tcp(addr, token, request, response));
         if peer.local {
             let path = &peer.info.uds_exchange_path;
             self.exchange_floor("uds_exchange", "Unix-socket", placement, size, || {

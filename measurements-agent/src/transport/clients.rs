@@ -93,13 +93,10 @@ impl<'a> Factory<'a> {
         let batch = wire::batch_for(payload_bytes);
         let shm = match transport.wait() {
             Some(wait) => {
-                static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let path = shm::shm_dir().join(format!("headroom-transport-{}-{n}", std::process::id()));
-                let layout = shm::Layout { path, slots, max_batch: batch, wait };
-                let clients = shm::ShmClients::create(layout)
-                    .with_context(|| format!("cannot create shared memory in {}", shm::shm_dir().display()))?;
-                peer.attach_shm(clients.layout())?;
+                let layout = peer.attach_shm(&shm::Attach { slots, max_batch: batch, wait })?;
+                let path = layout.path.clone();
+                let clients = shm::ShmClients::open(layout)
+                    .with_context(|| format!("cannot map the peer's shared memory {}", path.display()))?;
                 Some(clients)
             }
             None => None,
@@ -112,9 +109,9 @@ impl<'a> Factory<'a> {
     pub fn client(&self) -> anyhow::Result<Box<dyn Client>> {
         let tensor = self.tensor.clone();
         Ok(match self.transport {
-            Transport::HttpJson => Box::new(HttpJson::connect(self.peer.addr, tensor)?),
-            Transport::GrpcPacked => Box::new(Grpc::connect(self.peer.addr, tensor, false)?),
-            Transport::GrpcBytes => Box::new(Grpc::connect(self.peer.addr, tensor, true)?),
+            Transport::HttpJson => Box::new(HttpJson::connect(self.peer.addr, &self.peer.token, tensor)?),
+            Transport::GrpcPacked => Box::new(Grpc::connect(self.peer.addr, &self.peer.token, tensor, false)?),
+            Transport::GrpcBytes => Box::new(Grpc::connect(self.peer.addr, &self.peer.token, tensor, true)?),
             Transport::UnixSocket => Box::new(Framed::connect(&self.peer.info.uds_path, tensor)?),
             Transport::SharedMemorySpin | Transport::SharedMemoryFutex => {
                 let slot = self.free_slots.lock().expect("lock").pop();
@@ -278,8 +275,15 @@ struct HttpJson {
 }
 
 impl HttpJson {
-    fn connect(addr: SocketAddr, tensor: Vec<f32>) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder().http1_only().tcp_nodelay(true).pool_max_idle_per_host(1).build()?;
+    fn connect(addr: SocketAddr, token: &str, tensor: Vec<f32>) -> anyhow::Result<Self> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
+        let http = reqwest::Client::builder()
+            .http1_only()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(1)
+            .default_headers(headers)
+            .build()?;
         Ok(HttpJson { runtime: runtime()?, http, url: format!("http://{addr}/v1/infer"), tensor, id: 0 })
     }
 }
@@ -305,13 +309,15 @@ impl Client for HttpJson {
 struct Grpc {
     runtime: tokio::runtime::Runtime,
     client: InferClient<tonic::transport::Channel>,
+    authorization: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
     tensor: Vec<f32>,
     raw: bool,
     id: u64,
 }
 
 impl Grpc {
-    fn connect(addr: SocketAddr, tensor: Vec<f32>, raw: bool) -> anyhow::Result<Self> {
+    fn connect(addr: SocketAddr, token: &str, tensor: Vec<f32>, raw: bool) -> anyhow::Result<Self> {
+        let authorization = format!("Bearer {token}").parse()?;
         let runtime = runtime()?;
         let client = runtime.block_on(async {
             let channel =
@@ -322,14 +328,15 @@ impl Grpc {
                     .max_encoding_message_size(MAX_MESSAGE_BYTES),
             )
         })?;
-        Ok(Grpc { runtime, client, tensor, raw, id: 0 })
+        Ok(Grpc { runtime, client, authorization, tensor, raw, id: 0 })
     }
 }
 
 impl Client for Grpc {
     fn call(&mut self) -> anyhow::Result<()> {
         self.id += 1;
-        let request = grpc_request(&self.tensor, self.id, self.raw);
+        let mut request = tonic::Request::new(grpc_request(&self.tensor, self.id, self.raw));
+        request.metadata_mut().insert("authorization", self.authorization.clone());
         let client = &mut self.client;
         let raw = self.raw;
         let response = self
@@ -401,9 +408,11 @@ pub struct Exchange<S> {
 }
 
 impl Exchange<TcpStream> {
-    pub fn tcp(addr: SocketAddr, request: usize, response: usize) -> anyhow::Result<Self> {
-        let stream = TcpStream::connect(addr).with_context(|| format!("cannot connect to {addr}"))?;
+    /// Connects and proves `token` (its bytes go first), before anything is timed.
+    pub fn tcp(addr: SocketAddr, token: &str, request: usize, response: usize) -> anyhow::Result<Self> {
+        let mut stream = TcpStream::connect(addr).with_context(|| format!("cannot connect to {addr}"))?;
         stream.set_nodelay(true)?;
+        stream.write_all(token.as_bytes())?;
         Ok(Exchange::new(stream, request, response))
     }
 }

@@ -37,6 +37,8 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// A running peer: a child `serve` process on this node, or a remote one.
 pub struct Peer {
     pub addr: SocketAddr,
+    /// The shared secret every TCP call to the peer carries.
+    pub token: String,
     pub info: PeerInfo,
     /// Whether the peer shares this node (Unix sockets and shared memory work).
     pub local: bool,
@@ -48,8 +50,9 @@ impl Peer {
     /// Starts `measurements-agent serve` as a child, optionally pinned to `cpu`.
     pub fn spawn_local(cpu: Option<usize>) -> anyhow::Result<Peer> {
         let exe = std::env::current_exe().context("cannot find this agent's executable")?;
+        let token = peer::new_token();
         let mut command = Command::new(exe);
-        command.args(["serve", "--listen", "127.0.0.1:0", "--stop-on-stdin-eof"]);
+        command.args(["serve", "--listen", "127.0.0.1:0", "--stop-on-stdin-eof"]).env(peer::TOKEN_ENV, &token);
         if let Some(cpu) = cpu {
             command.args(["--cpu", &cpu.to_string()]);
         }
@@ -67,28 +70,29 @@ impl Peer {
             .strip_prefix("listening on ")
             .and_then(|a| a.parse().ok())
             .with_context(|| format!("transport server said {line:?} instead of its address"))?;
-        let mut peer = Peer::connect_with(addr, true)?;
+        let mut peer = Peer::connect_with(addr, token, true)?;
         peer.child = Some(child);
         Ok(peer)
     }
 
-    /// A peer on another node, started there with `measurements-agent serve --listen ADDR`.
-    pub fn remote(peer: &str) -> anyhow::Result<Peer> {
+    /// A peer on another node, started there with `measurements-agent serve --listen ADDR`,
+    /// which printed the `token` it expects.
+    pub fn remote(peer: &str, token: &str) -> anyhow::Result<Peer> {
         use std::net::ToSocketAddrs;
         let addr = peer
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve peer {peer}"))?
             .next()
             .with_context(|| format!("peer {peer} resolves to no address"))?;
-        Peer::connect_with(addr, false)
+        Peer::connect_with(addr, token.to_string(), false)
     }
 
-    fn connect_with(addr: SocketAddr, local: bool) -> anyhow::Result<Peer> {
-        let control = Control { addr };
+    fn connect_with(addr: SocketAddr, token: String, local: bool) -> anyhow::Result<Peer> {
+        let control = Control { addr, token: token.clone() };
         let info: PeerInfo = control.get("/v1/info").with_context(|| {
-            format!("cannot reach the transport peer at {addr}: is `measurements-agent serve --listen {addr}` running there?")
+            format!("cannot reach the transport peer at {addr}: is `measurements-agent serve --listen {addr}` running there, with this --peer-token?")
         })?;
-        Ok(Peer { addr, info, local, control, child: None })
+        Ok(Peer { addr, token, info, local, control, child: None })
     }
 
     /// The peer process's CPU time and context switches so far.
@@ -96,8 +100,9 @@ impl Peer {
         self.control.get("/v1/usage")
     }
 
-    pub fn attach_shm(&self, layout: &shm::Layout) -> anyhow::Result<()> {
-        self.control.post("/v1/shm", layout)
+    /// Asks the peer for shared-memory slots; it creates the file and says where.
+    pub fn attach_shm(&self, attach: &shm::Attach) -> anyhow::Result<shm::Layout> {
+        self.control.post("/v1/shm", attach)
     }
 
     pub fn exchange_addr(&self) -> SocketAddr {
@@ -117,6 +122,7 @@ impl Drop for Peer {
 /// Control calls to a peer over plain HTTP/1.1 on a blocking socket: nothing here is timed.
 struct Control {
     addr: SocketAddr,
+    token: String,
 }
 
 impl Control {
@@ -126,8 +132,9 @@ impl Control {
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         write!(
             stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             self.addr,
+            self.token,
             body.len()
         )?;
         stream.write_all(body)?;
@@ -146,7 +153,7 @@ impl Control {
         Ok(serde_json::from_slice(&self.request("GET", path, b"")?)?)
     }
 
-    fn post<T: serde::Serialize>(&self, path: &str, body: &T) -> anyhow::Result<()> {
-        self.request("POST", path, &serde_json::to_vec(body)?).map(|_| ())
+    fn post<T: serde::Serialize, R: serde::de::DeserializeOwned>(&self, path: &str, body: &T) -> anyhow::Result<R> {
+        Ok(serde_json::from_slice(&self.request("POST", path, &serde_json::to_vec(body)?)?)?)
     }
 }

@@ -1,6 +1,11 @@
 //! `measurements-agent serve`: the server end of every transport, in its own process, on this
 //! node or another. One TCP port carries HTTP+JSON, gRPC and the control calls; a second TCP
 //! port and two Unix sockets carry the raw-exchange floor and the framed Unix-socket transport.
+//!
+//! It trusts no one it cannot check: every TCP caller proves the shared peer token (a bearer
+//! header on HTTP and gRPC, the token's bytes first on the raw exchange); the Unix sockets and
+//! shared-memory files live in directories only this user can open, and the only files it maps
+//! are ones it created there itself. Connections, buffers and attachments are capped.
 
 use std::io::{IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -20,15 +25,22 @@ use super::os::Usage;
 use super::shm;
 use super::wire::{self, CLASSES, FEATURES, FRAME_HEADER};
 
-/// Largest tensor a request may carry (64 MiB of f32).
-pub const MAX_VALUES: usize = 16 * 1024 * 1024;
+/// Largest tensor a request may carry (16 MiB of f32; the suite sends at most 4 MiB).
+pub const MAX_VALUES: usize = 4 * 1024 * 1024;
 /// Largest message any transport accepts, JSON text of the largest tensor included.
-pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Most connections one raw listener serves at once (one thread each); more are closed.
+pub const MAX_CONNECTIONS: usize = 32;
+/// Most shared-memory attachments alive at once, and the most slots (threads) each.
+pub const MAX_ATTACHMENTS: usize = 4;
+pub const MAX_SLOTS: usize = 16;
+/// How long one shared-memory attachment is served before its threads stop (a busy-polling
+/// slot holds a core while it lives).
+pub const MAX_ATTACH: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
-/// What a client needs to reach the other doors of a peer.
+/// What a client needs to reach the other doors of a peer (given only to token holders).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PeerInfo {
-    pub pid: u32,
     pub hostname: String,
     /// Raw-exchange floor over TCP.
     pub exchange_port: u16,
@@ -40,28 +52,54 @@ pub struct PeerInfo {
     pub cpus: Vec<usize>,
 }
 
+/// The shared secret of a peer and its clients: 64 hex digits.
+pub const TOKEN_ENV: &str = "HEADROOM_PEER_TOKEN";
+
+/// A new random peer token.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    hex::encode(bytes)
+}
+
+/// Equal in time independent of where the texts differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// Serves until the process is killed or, with `stop_on_stdin_eof`, until its parent goes.
-pub fn serve(listen: SocketAddr, cpu: Option<usize>, stop_on_stdin_eof: bool) -> anyhow::Result<()> {
+pub fn serve(listen: SocketAddr, token: String, cpu: Option<usize>, stop_on_stdin_eof: bool) -> anyhow::Result<()> {
+    anyhow::ensure!(token.len() >= 16, "the peer token must be at least 16 characters");
     if let Some(cpu) = cpu {
         super::pin_thread(cpu)?; // inherited by every thread spawned below
     }
     let http = TcpListener::bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     let exchange = TcpListener::bind(SocketAddr::new(listen.ip(), 0))?;
+    // Both directories are 0700: only this user reaches the sockets and the shared files.
     let dir = tempfile::Builder::new().prefix("headroom-transport-").tempdir()?;
+    let shm_dir = tempfile::Builder::new().prefix("headroom-peer-").tempdir_in(shm::shm_dir())?;
     let uds_path = dir.path().join("tensor.sock");
     let uds_exchange_path = dir.path().join("exchange.sock");
     let uds = UnixListener::bind(&uds_path)?;
     let uds_exchange = UnixListener::bind(&uds_exchange_path)?;
     let info = PeerInfo {
-        pid: std::process::id(),
         hostname: crate::inventory::hostname(),
         exchange_port: exchange.local_addr()?.port(),
         uds_path,
         uds_exchange_path,
         cpus: super::allowed_cpus(),
     };
-    accept_loop(exchange, |s: TcpStream| {
+    let exchange_token = token.clone();
+    accept_loop(exchange, move |mut s: TcpStream| {
         let _ = s.set_nodelay(true);
+        // The token's bytes come first; anything else ends the connection unanswered.
+        let mut sent = vec![0u8; exchange_token.len()];
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        s.read_exact(&mut sent)?;
+        if !same(&sent, exchange_token.as_bytes()) {
+            return Err(std::io::ErrorKind::PermissionDenied.into());
+        }
+        s.set_read_timeout(None)?;
         exchange_loop(s)
     });
     accept_loop(uds_exchange, exchange_loop::<UnixStream>);
@@ -84,31 +122,64 @@ pub fn serve(listen: SocketAddr, cpu: Option<usize>, stop_on_stdin_eof: bool) ->
         let grpc = InferServer::new(Peer)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let shm_path = std::sync::Arc::new(shm_dir.path().to_path_buf());
         let app = Router::new()
             .route("/v1/infer", post(infer_json))
             .route("/v1/usage", get(|| async { Json(Usage::now()) }))
             .route("/v1/info", get(move || std::future::ready(Json(info.clone()))))
-            .route("/v1/shm", post(attach_shm))
+            .route("/v1/shm", post(move |body: Json<shm::Attach>| attach_shm(shm_path.clone(), body)))
             .layer(DefaultBodyLimit::max(MAX_MESSAGE_BYTES))
-            .merge(tonic::service::Routes::new(grpc).prepare().into_axum_router());
+            .merge(tonic::service::Routes::new(grpc).prepare().into_axum_router())
+            .layer(axum::middleware::from_fn(move |request, next| require_token(token.clone(), request, next)));
         // The parent reads this line to learn the port.
         println!("listening on {addr}");
         let _ = std::io::stdout().flush();
         axum::serve(listener, app).await?;
         drop(dir);
+        drop(shm_dir);
         anyhow::Ok(())
     })
 }
 
-fn accept_loop<L, S>(listener: L, handle: fn(S) -> std::io::Result<()>)
+/// Answers 401 to any HTTP or gRPC call without `authorization: Bearer <token>`.
+async fn require_token(
+    token: String,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let sent =
+        request.headers().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    if sent.is_some_and(|sent| same(sent.as_bytes(), token.as_bytes())) {
+        return next.run(request).await;
+    }
+    let grpc = request.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if grpc {
+        return tonic::Status::unauthenticated("send the peer token").into_http();
+    }
+    (StatusCode::UNAUTHORIZED, "send the peer token as 'Authorization: Bearer …'").into_response()
+}
+
+/// One thread per connection, at most [`MAX_CONNECTIONS`] at once; more are closed at once.
+fn accept_loop<L, S, H>(listener: L, handle: H)
 where
     L: Incoming<S> + Send + 'static,
     S: Send + 'static,
+    H: Fn(S) -> std::io::Result<()> + Clone + Send + 'static,
 {
+    let live = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     std::thread::spawn(move || {
         while let Ok(stream) = listener.accept_one() {
+            use std::sync::atomic::Ordering;
+            if live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                live.fetch_sub(1, Ordering::AcqRel);
+                drop(stream);
+                continue;
+            }
+            let (live, handle) = (live.clone(), handle.clone());
             std::thread::spawn(move || {
                 let _ = handle(stream);
+                live.fetch_sub(1, Ordering::AcqRel);
             });
         }
     });
@@ -202,13 +273,50 @@ async fn infer_json(body: Bytes) -> Result<Json<wire::JsonResponse>, (StatusCode
     }))
 }
 
-async fn attach_shm(Json(layout): Json<shm::Layout>) -> Result<StatusCode, (StatusCode, String)> {
-    if layout.max_batch * FEATURES > MAX_VALUES || layout.slots == 0 || layout.slots > 64 {
-        return Err((StatusCode::UNPROCESSABLE_ENTITY, "layout out of range".into()));
+/// Creates a shared file in this peer's own directory, serves its slots, and tells the client
+/// where it is. The client never names a file for this process to open.
+async fn attach_shm(
+    dir: std::sync::Arc<PathBuf>,
+    Json(attach): Json<shm::Attach>,
+) -> Result<Json<shm::Layout>, (StatusCode, String)> {
+    static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    use std::sync::atomic::Ordering;
+    if attach.max_batch == 0
+        || attach.max_batch * FEATURES > MAX_VALUES
+        || attach.slots == 0
+        || attach.slots > MAX_SLOTS
+    {
+        return Err((
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("at most {MAX_SLOTS} slots of a batch up to {}", MAX_VALUES / FEATURES),
+        ));
     }
-    // Slot threads end when the client closes its slots.
-    shm::serve(layout).map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, format!("cannot map the shared file: {e}")))?;
-    Ok(StatusCode::NO_CONTENT)
+    if LIVE.fetch_add(1, Ordering::AcqRel) >= MAX_ATTACHMENTS {
+        LIVE.fetch_sub(1, Ordering::AcqRel);
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_ATTACHMENTS} shared-memory attachments are live already"),
+        ));
+    }
+    let path = dir.join(format!("slots-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    let layout = shm::Layout { path, slots: attach.slots, max_batch: attach.max_batch, wait: attach.wait };
+    let served = shm::create_and_serve(&layout, MAX_ATTACH);
+    let threads = match served {
+        Ok(threads) => threads,
+        Err(e) => {
+            LIVE.fetch_sub(1, Ordering::AcqRel);
+            return Err((StatusCode::INTERNAL_SERVER_ERROR, format!("cannot create the shared file: {e}")));
+        }
+    };
+    // The attachment ends when every slot thread has (the client closed it, or time ran out).
+    std::thread::spawn(move || {
+        for thread in threads {
+            let _ = thread.join();
+        }
+        LIVE.fetch_sub(1, Ordering::AcqRel);
+    });
+    Ok(Json(layout))
 }
 
 struct Peer;

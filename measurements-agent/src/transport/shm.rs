@@ -49,6 +49,15 @@ const DATA: usize = 4096;
 /// Polls between yields while spinning.
 const SPINS_PER_YIELD: u64 = 4096;
 
+/// What a client asks the server for; the server picks the file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attach {
+    pub slots: usize,
+    pub max_batch: usize,
+    pub wait: Wait,
+}
+
 /// The layout both processes agree on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Layout {
@@ -88,7 +97,8 @@ pub fn shm_dir() -> PathBuf {
     if dev_shm.is_dir() { dev_shm.to_path_buf() } else { std::env::temp_dir() }
 }
 
-fn wait_for_change(word: &AtomicU32, old: u32, wait: Wait) -> u32 {
+/// The new value of `word`, or [`CLOSE`] once `deadline` (if any) has passed.
+fn wait_for_change(word: &AtomicU32, old: u32, wait: Wait, deadline: Option<std::time::Instant>) -> u32 {
     let mut spins = 0u64;
     loop {
         let now = word.load(Ordering::Acquire);
@@ -100,6 +110,9 @@ fn wait_for_change(word: &AtomicU32, old: u32, wait: Wait) -> u32 {
                 std::hint::spin_loop();
                 spins += 1;
                 if spins.is_multiple_of(SPINS_PER_YIELD) {
+                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                        return CLOSE;
+                    }
                     std::thread::yield_now();
                 }
             }
@@ -108,6 +121,9 @@ fn wait_for_change(word: &AtomicU32, old: u32, wait: Wait) -> u32 {
                 // slot whose client vanished notice it is closed.
                 let timeout = rustix::time::Timespec { tv_sec: 1, tv_nsec: 0 };
                 let _ = futex::wait(word, futex::Flags::empty(), old, Some(&timeout));
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return CLOSE;
+                }
             }
         }
     }
@@ -120,7 +136,7 @@ fn publish(word: &AtomicU32, value: u32, wait: Wait) {
     }
 }
 
-/// The client end: creates the file; the server maps it after being told the layout.
+/// The client end: maps the file the server created (and removes it when done).
 pub struct ShmClients {
     region: Arc<SharedRegion>,
     layout: Layout,
@@ -128,15 +144,16 @@ pub struct ShmClients {
 }
 
 impl ShmClients {
-    pub fn create(layout: Layout) -> std::io::Result<ShmClients> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&layout.path)?;
-        file.set_len(layout.bytes() as u64)?;
+    pub fn open(layout: Layout) -> std::io::Result<ShmClients> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&layout.path)?;
         let region = Arc::new(SharedRegion::map(&file)?);
+        if region.len() < layout.bytes() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "shared file is smaller than its layout",
+            ));
+        }
         Ok(ShmClients { region, layout, _file: file })
-    }
-
-    pub fn layout(&self) -> &Layout {
-        &self.layout
     }
 
     /// The client of slot `slot`, with `tensor` produced in the slot once.
@@ -187,7 +204,7 @@ impl ShmClient {
         publish(r.atomic_u32(self.base + REQ_SEQ), self.seq, self.wait);
         let mut answered = previous;
         while answered != self.seq {
-            answered = wait_for_change(r.atomic_u32(self.base + RESP_SEQ), answered, self.wait);
+            answered = wait_for_change(r.atomic_u32(self.base + RESP_SEQ), answered, self.wait, None);
         }
         let first = r.f32s(self.response, 1)[0];
         anyhow::ensure!(
@@ -199,13 +216,17 @@ impl ShmClient {
     }
 }
 
-/// The server end: one thread per slot until the client closes it.
-pub fn serve(layout: Layout) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(&layout.path)?;
+/// The server end: creates the file of `layout` (it must not exist; owner-only), then serves
+/// one thread per slot until the client closes it or `longest` has passed.
+pub fn create_and_serve(
+    layout: &Layout,
+    longest: std::time::Duration,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&layout.path)?;
+    file.set_len(layout.bytes() as u64)?;
     let region = Arc::new(SharedRegion::map(&file)?);
-    if region.len() < layout.bytes() {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "shared file is smaller than its layout"));
-    }
+    let deadline = Some(std::time::Instant::now() + longest);
     let stride = layout.stride();
     let response = layout.response_offset();
     let data = layout.data_offset();
@@ -220,7 +241,7 @@ pub fn serve(layout: Layout) -> std::io::Result<Vec<std::thread::JoinHandle<()>>
             let mut last = region.atomic_u32(base + REQ_SEQ).load(Ordering::Acquire);
             std::thread::Builder::new().name(format!("shm-slot-{slot}")).spawn(move || {
                 loop {
-                    let seq = wait_for_change(region.atomic_u32(base + REQ_SEQ), last, wait);
+                    let seq = wait_for_change(region.atomic_u32(base + REQ_SEQ), last, wait, deadline);
                     if seq == CLOSE {
                         return;
                     }
@@ -248,8 +269,8 @@ mod tests {
         for wait in [Wait::Spin, Wait::Futex] {
             let dir = tempfile::tempdir().unwrap();
             let layout = Layout { path: dir.path().join("slots"), slots: 2, max_batch: 8, wait };
-            let clients = ShmClients::create(layout.clone()).unwrap();
-            let threads = serve(layout).unwrap();
+            let threads = create_and_serve(&layout, std::time::Duration::from_secs(60)).unwrap();
+            let clients = ShmClients::open(layout).unwrap();
             let mut a = clients.client(0, &tensor(8));
             let mut b = clients.client(1, &tensor(1));
             for id in 0..500 {
@@ -261,5 +282,21 @@ mod tests {
                 t.join().unwrap();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+
+    #[test]
+    fn an_attachment_ends_at_its_deadline_and_never_opens_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout { path: dir.path().join("slots"), slots: 1, max_batch: 1, wait: Wait::Spin };
+        let threads = create_and_serve(&layout, std::time::Duration::from_millis(50)).unwrap();
+        for t in threads {
+            t.join().unwrap(); // returns once the deadline passed, without a client
+        }
+        assert!(create_and_serve(&layout, std::time::Duration::from_secs(1)).is_err(), "the file exists already");
     }
 }
