@@ -35,10 +35,32 @@ pub async fn create_agent_token(store: &Store, name: &str) -> anyhow::Result<Str
 
 /// Creates an API token acting as user `name`.
 pub async fn create_api_token(store: &Store, user: &str) -> anyhow::Result<String> {
+    create_expiring_api_token(store, user, None).await.map(|(token, _)| token)
+}
+
+/// Creates an API token acting as user `name`, valid for `days` if given; returns the token
+/// and its id (by which `revoke-token` names it).
+pub async fn create_expiring_api_token(
+    store: &Store,
+    user: &str,
+    days: Option<u32>,
+) -> anyhow::Result<(String, String)> {
     let record = store.user_by_name(user).await?.with_context(|| format!("no user named '{user}'"))?;
+    if let Some(days) = days {
+        anyhow::ensure!((1..=3650).contains(&days), "--expires-in-days must be between 1 and 3650");
+    }
+    let expires = days.map(|d| crate::store::now_ms() + i64::from(d) * 86_400_000);
     let token = auth::new_token("hr_api_");
-    store.create_api_token(&record.id, &auth::hash_token(&token)).await?;
-    Ok(token)
+    let id = store.create_api_token(&record.id, &auth::hash_token(&token), expires).await?;
+    Ok((token, id))
+}
+
+/// Binds `node_id` to agent `agent`, so that agent may report it from now on.
+pub async fn bind_node(store: &Store, node_id: &str, agent: &str) -> anyhow::Result<()> {
+    let record = store.list_agents().await?.into_iter().find(|a| a.name == agent);
+    let record = record.with_context(|| format!("no agent named '{agent}'"))?;
+    anyhow::ensure!(store.bind_node(node_id, &record.id).await?, "no node with id '{node_id}'");
+    Ok(())
 }
 
 /// What `init-local` set up.

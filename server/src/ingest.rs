@@ -30,7 +30,16 @@ pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Do
         rejected(door);
         return Err(err.into());
     }
-    let outcome = store.insert_run(&agent.id, &run).await?;
+    let outcome = match store.insert_run(&agent.id, &run).await {
+        Ok(outcome) => outcome,
+        Err(err) => match err.downcast::<crate::store::NodeOwned>() {
+            Ok(owned) => {
+                rejected(door);
+                return Err(ApiError::Forbidden(owned.to_string()));
+            }
+            Err(err) => return Err(err.into()),
+        },
+    };
     let label = if outcome.duplicate { "duplicate" } else { "stored" };
     metrics::counter!("headroom_ingest_runs_total", "door" => door.as_str(), "outcome" => label).increment(1);
     if !outcome.duplicate {

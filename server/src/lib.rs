@@ -71,11 +71,25 @@ pub fn app(state: AppState) -> Router {
         .merge(telemetry::router())
         .merge(openapi::router())
         .merge(web::router(&state))
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::shell))
+        .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
         .layer(middleware::from_fn(same_origin_writes))
         .route_layer(middleware::from_fn(telemetry::track))
+}
+
+/// Unknown paths: the app's own "not found" page. Files are served only from the bundle's
+/// `/pkg` (see [`web::router`]), never from elsewhere under the site root.
+async fn not_found(
+    uri: axum::http::Uri,
+    axum::extract::State(mut state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    // Leptos' handler serves any file under `site_root` before rendering its 404; point it at
+    // a root that holds none.
+    state.leptos.site_root = "/nonexistent-headroom-site-root".into();
+    let render = leptos_axum::file_and_error_handler::<AppState, _>(app::shell);
+    render(uri, axum::extract::State(state), request).await
 }
 
 /// Refuses a cross-site write that a browser would authenticate with our cookie (a form on

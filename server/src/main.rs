@@ -69,6 +69,24 @@ enum AdminCommand {
     CreateApiToken {
         #[arg(long)]
         user: String,
+        /// The token stops working after this many days (default: until revoked).
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+    },
+    /// List API tokens: id, user, created, expiry, revocation (never the secrets).
+    ListTokens,
+    /// Revoke an API token by the id that create-api-token and list-tokens print.
+    RevokeToken {
+        #[arg(long)]
+        id: String,
+    },
+    /// Let agent NAME report node ID from now on (a node belongs to the agent that first
+    /// reported it; runs from any other agent are refused with 403).
+    BindNode {
+        #[arg(long)]
+        node: String,
+        #[arg(long)]
+        agent: String,
     },
     /// First-start set-up of a local install: an admin and a token for the local agent,
     /// kept in the data directory.
@@ -182,9 +200,26 @@ async fn run_admin(store: &Store, data_dir: &std::path::Path, command: AdminComm
             let token = admin::create_agent_token(store, &name).await?;
             println!("agent '{name}' token (shown once; ingest only): {token}");
         }
-        AdminCommand::CreateApiToken { user } => {
-            let token = admin::create_api_token(store, &user).await?;
-            println!("API token for user '{user}' (shown once): {token}");
+        AdminCommand::CreateApiToken { user, expires_in_days } => {
+            let (token, id) = admin::create_expiring_api_token(store, &user, expires_in_days).await?;
+            let until = expires_in_days.map(|d| format!(", valid for {d} days")).unwrap_or_default();
+            println!("API token {id} for user '{user}'{until} (shown once): {token}");
+        }
+        AdminCommand::ListTokens => {
+            println!("id\tuser\tcreated_ms\texpires_ms\trevoked_ms");
+            let text = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+            for t in store.list_api_tokens().await? {
+                let (expires, revoked) = (text(t.expires_at_ms), text(t.revoked_at_ms));
+                println!("{}\t{}\t{}\t{expires}\t{revoked}", t.id, t.user_name, t.created_at_ms);
+            }
+        }
+        AdminCommand::RevokeToken { id } => {
+            anyhow::ensure!(store.revoke_api_token(id.trim()).await?, "no valid API token with id '{id}'");
+            println!("revoked API token {id}");
+        }
+        AdminCommand::BindNode { node, agent } => {
+            admin::bind_node(store, &node, &agent).await?;
+            println!("node '{node}' now belongs to agent '{agent}'");
         }
         AdminCommand::InitLocal => {
             let init = admin::init_local(store, data_dir).await?;

@@ -344,3 +344,82 @@ async fn hostile_names_are_escaped_in_every_page() {
         db.drop_database().await;
     }
 }
+
+#[tokio::test]
+async fn api_tokens_expire_and_can_be_revoked() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        headroom_server::admin::create_user(&app.store, "script", Role::Viewer, None).await.unwrap();
+        let me = |token: String| app.http.get(app.url("/api/v1/me")).bearer_auth(token).send();
+        let (token, id) = headroom_server::admin::create_expiring_api_token(&app.store, "script", None).await.unwrap();
+        let (lasting, _) =
+            headroom_server::admin::create_expiring_api_token(&app.store, "script", Some(30)).await.unwrap();
+        assert_eq!(me(token.clone()).await.unwrap().status(), StatusCode::OK);
+        assert!(app.store.revoke_api_token(&id).await.unwrap());
+        assert_eq!(me(token).await.unwrap().status(), StatusCode::UNAUTHORIZED, "{}: revoked", app.backend);
+        assert!(!app.store.revoke_api_token(&id).await.unwrap(), "revoked once");
+        assert_eq!(me(lasting).await.unwrap().status(), StatusCode::OK, "the other token still works");
+        // A token whose expiry has passed (set in the store directly: a day is too long to wait).
+        let user = app.store.user_by_name("script").await.unwrap().unwrap();
+        let hash = headroom_server::auth::hash_token("hr_api_expired");
+        app.store.create_api_token(&user.id, &hash, Some(headroom_server::store::now_ms() - 1)).await.unwrap();
+        assert_eq!(me("hr_api_expired".into()).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+        let listed = app.store.list_api_tokens().await.unwrap();
+        assert_eq!(listed.len(), 3);
+        assert!(listed.iter().any(|t| t.id == id && t.revoked_at_ms.is_some()));
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn a_node_belongs_to_the_agent_that_first_reported_it() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let owner = app.agent_token("owner").await;
+        let intruder = app.agent_token("intruder").await;
+        let run = sample_run("node-owned");
+        let (status, _) = post(&app, Some(&owner), "/api/v1/runs", serde_json::to_string(&run).unwrap()).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let mut forged = sample_run("node-owned");
+        forged.node.hostname = "renamed-by-intruder".into();
+        let (status, body) = post(&app, Some(&intruder), "/api/v1/runs", serde_json::to_string(&forged).unwrap()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{}: {body}", app.backend);
+        assert!(body["error"].as_str().unwrap().contains("bind-node"), "{body}");
+        let nodes = app.store.list_nodes().await.unwrap();
+        assert_eq!(nodes[0].hostname, "node-owned", "the node is unchanged");
+        assert_eq!(app.counts().await.0, 1, "the forged run is not stored");
+        headroom_server::admin::bind_node(&app.store, &run.node.node_id, "intruder").await.unwrap();
+        let (status, _) = post(&app, Some(&intruder), "/api/v1/runs", serde_json::to_string(&forged).unwrap()).await;
+        assert_eq!(status, StatusCode::CREATED, "after an admin's re-binding");
+        let again = sample_run("node-owned");
+        let (status, _) = post(&app, Some(&owner), "/api/v1/runs", serde_json::to_string(&again).unwrap()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "and the first agent no longer may");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn only_the_bundle_is_served_and_the_database_file_is_private() {
+    let db = common::sqlite();
+    let site = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(site.path().join("pkg")).unwrap();
+    std::fs::write(site.path().join("pkg/headroom.css"), "body {}").unwrap();
+    std::fs::write(site.path().join("secrets.env"), "DATABASE_URL=postgres://admin:pw@db").unwrap();
+    let root = site.path().to_path_buf();
+    let app = spawn_with(&db, move |state| {
+        *state = headroom_server::AppState::new(state.store.clone(), &root);
+    })
+    .await;
+    let css = app.http.get(app.url("/pkg/headroom.css")).send().await.unwrap();
+    assert_eq!(css.status(), StatusCode::OK);
+    let secret = app.http.get(app.url("/secrets.env")).send().await.unwrap();
+    assert_eq!(secret.status(), StatusCode::NOT_FOUND);
+    assert!(!secret.text().await.unwrap().contains("postgres://"), "a file outside the bundle was served");
+    let path = db.url.trim_start_matches("sqlite://").split('?').next().unwrap().to_string();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{path} is readable by others: {mode:o}");
+    app.stop().await;
+}

@@ -156,7 +156,7 @@ async fn people_sessions_and_tokens() {
         store.delete_session("session-hash").await.unwrap();
         assert!(store.user_by_session("session-hash").await.unwrap().is_none());
 
-        store.create_api_token(&id, "api-hash").await.unwrap();
+        store.create_api_token(&id, "api-hash", None).await.unwrap();
         assert_eq!(store.user_by_api_token("api-hash").await.unwrap().unwrap().id, id);
 
         let first = store.upsert_agent("gpu-7", "old").await.unwrap();

@@ -19,10 +19,10 @@ use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::{Any, AnyPool, ConnectOptions, Database, Encode, Type};
 
-pub use people::{AgentRecord, UserRecord};
+pub use people::{AgentRecord, ApiTokenRecord, UserRecord};
 pub use prices::CatalogVersion;
 pub use reports::ReportRecord;
-pub use runs::{RunFilter, StoreOutcome};
+pub use runs::{NodeOwned, RunFilter, StoreOutcome};
 pub use scenarios::ScenarioRecord;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -77,6 +77,9 @@ impl Store {
     pub async fn connect_with(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(url)?;
+        if backend == Backend::Sqlite {
+            create_private_file(url)?;
+        }
         let options = AnyConnectOptions::from_str(url)
             .with_context(|| format!("invalid database URL for {}", backend.name()))?
             .disable_statement_logging();
@@ -135,6 +138,25 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Creates the SQLite file of `url` readable by its owner only (0600) before SQLite does (it
+/// would use 0644); its `-wal` and `-shm` files follow the database file's mode.
+fn create_private_file(url: &str) -> anyhow::Result<()> {
+    let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" || Path::new(path).exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create the database file {path}")),
     }
 }
 

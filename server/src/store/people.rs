@@ -31,6 +31,21 @@ pub struct AgentRecord {
     pub last_seen_ms: Option<i64>,
 }
 
+/// An API token as an admin sees it (never the secret).
+#[derive(Debug, Clone, FromRow)]
+pub struct ApiTokenRecord {
+    pub id: String,
+    pub user_name: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+}
+
+/// The public name of a token: the first 12 hex digits of its hash.
+fn token_id(token_hash: &str) -> String {
+    token_hash.chars().take(12).collect()
+}
+
 const SESSION_LIFETIME_MS: i64 = 12 * 60 * 60 * 1000;
 
 impl Store {
@@ -95,24 +110,58 @@ impl Store {
         .await?)
     }
 
-    pub async fn create_api_token(&self, user_id: &str, token_hash: &str) -> anyhow::Result<()> {
-        sqlx::query("INSERT INTO api_tokens (token_hash, user_id, created_at_ms) VALUES ($1, $2, $3)")
-            .bind(token_hash)
-            .bind(user_id)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    /// Stores an API token (by its hash) for `user_id`, valid until `expires_at_ms` if given;
+    /// returns its id.
+    pub async fn create_api_token(
+        &self,
+        user_id: &str,
+        token_hash: &str,
+        expires_at_ms: Option<i64>,
+    ) -> anyhow::Result<String> {
+        let id = token_id(token_hash);
+        sqlx::query(
+            "INSERT INTO api_tokens (token_hash, user_id, created_at_ms, id, expires_at_ms) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(token_hash)
+        .bind(user_id)
+        .bind(now_ms())
+        .bind(&id)
+        .bind(expires_at_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(id)
     }
 
+    /// The user of an API token that is neither revoked nor expired.
     pub async fn user_by_api_token(&self, token_hash: &str) -> anyhow::Result<Option<UserRecord>> {
         Ok(sqlx::query_as(
             "SELECT u.id, u.name, u.role, u.password_hash FROM api_tokens t JOIN users u ON u.id = t.user_id \
-             WHERE t.token_hash = $1",
+             WHERE t.token_hash = $1 AND t.revoked_at_ms IS NULL AND (t.expires_at_ms IS NULL OR t.expires_at_ms > $2)",
         )
         .bind(token_hash)
+        .bind(now_ms())
         .fetch_optional(&self.pool)
         .await?)
+    }
+
+    /// Every API token: id, user name, created, expires, revoked.
+    pub async fn list_api_tokens(&self) -> anyhow::Result<Vec<ApiTokenRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT t.id, u.name AS user_name, t.created_at_ms, t.expires_at_ms, t.revoked_at_ms FROM api_tokens t \
+             JOIN users u ON u.id = t.user_id ORDER BY t.created_at_ms, t.id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Revokes the API token with `id`; false when there is no such token still valid.
+    pub async fn revoke_api_token(&self, id: &str) -> anyhow::Result<bool> {
+        let done = sqlx::query("UPDATE api_tokens SET revoked_at_ms = $1 WHERE id = $2 AND revoked_at_ms IS NULL")
+            .bind(now_ms())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Creates the agent, or gives an existing agent of that name a new token (the old one stops working).

@@ -22,6 +22,15 @@ pub struct StoreOutcome {
     pub measurements: u32,
 }
 
+/// A run for a node that another agent reported first.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "node '{node_id}' belongs to another agent; an admin can bind it to this one (headroom-server admin bind-node)"
+)]
+pub struct NodeOwned {
+    pub node_id: String,
+}
+
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
@@ -94,13 +103,15 @@ impl Store {
         let run_id = run.run_id.to_string();
         let node = &run.node;
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
+        let bound = sqlx::query(
             "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
-             hourly_usd, gpus_json, first_seen_ms, last_seen_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+             hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) \
              ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, cpu_model = excluded.cpu_model, \
              cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes, kernel = excluded.kernel, \
              instance_type = excluded.instance_type, hourly_usd = excluded.hourly_usd, gpus_json = excluded.gpus_json, \
-             last_seen_ms = excluded.last_seen_ms",
+             last_seen_ms = excluded.last_seen_ms, owner_agent_id = excluded.owner_agent_id \
+             WHERE nodes.owner_agent_id IS NULL OR nodes.owner_agent_id = excluded.owner_agent_id",
         )
         .bind(&node.node_id)
         .bind(&node.hostname)
@@ -112,8 +123,14 @@ impl Store {
         .bind(OptF64(node.hourly_usd))
         .bind(serde_json::to_string(&node.gpus)?)
         .bind(now)
+        .bind(agent_id)
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
+        if bound == 0 {
+            tx.rollback().await?;
+            return Err(NodeOwned { node_id: node.node_id.clone() }.into());
+        }
 
         let status = if run.measurements.iter().any(|m| m.status == MeasurementStatus::Failed) {
             RunStatus::Partial
@@ -170,6 +187,16 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 })
+    }
+
+    /// Lets the agent `agent_id` report `node_id` from now on; false when there is no such node.
+    pub async fn bind_node(&self, node_id: &str, agent_id: &str) -> anyhow::Result<bool> {
+        let done = sqlx::query("UPDATE nodes SET owner_agent_id = $1 WHERE id = $2")
+            .bind(agent_id)
+            .bind(node_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// Every node, most recently seen first.
