@@ -19,6 +19,8 @@ use crate::prices::PriceRow;
 pub const DAYS_PER_MONTH: f64 = 30.4375;
 /// Most deployments in one report.
 pub const MAX_DEPLOYMENTS: usize = 100_000;
+/// Most requests a deployment may serve in a month (a quadrillion).
+pub const MAX_REQUESTS_PER_MONTH: u64 = 1_000_000_000_000_000;
 
 /// An amount of US dollars: a decimal string (`"1234.56"`, exact) or a JSON number (rounded to
 /// the micro-dollar).
@@ -34,7 +36,7 @@ impl Amount {
         match self {
             Amount::Text(t) => parse_usd(t).map_err(|reason| FieldError::new(field, reason)),
             Amount::Number(n) if *n >= 0.0 => {
-                from_usd(*n).ok_or_else(|| FieldError::new(field, "must be a finite amount"))
+                from_usd(*n).ok_or_else(|| FieldError::new(field, "must be a finite amount below 9 trillion USD"))
             }
             Amount::Number(_) => Err(FieldError::new(field, "must not be negative")),
         }
@@ -270,6 +272,20 @@ pub fn build(
         .enumerate()
         .map(|(i, d)| row(&format!("deployments[{i}]"), d, prices, hours, months, known_run))
         .collect::<Result<Vec<_>, _>>()?;
+    // The totals the exports print must fit too.
+    let mut total: MicroUsd = 0;
+    let mut requests: u64 = 0;
+    let mut savings: BTreeMap<Kind, MicroUsd> = BTreeMap::new();
+    for row in &rows {
+        total = add("deployments", total, row.total_micro_usd)?;
+        requests = requests
+            .checked_add(row.requests)
+            .ok_or_else(|| FieldError::new("deployments", "serve more requests in all than a report can count"))?;
+        for (kind, saving) in &row.savings_micro_usd {
+            let sum = savings.entry(*kind).or_default();
+            *sum = add("deployments", *sum, *saving)?;
+        }
+    }
     Ok(Report {
         id,
         name: name.to_string(),
@@ -281,9 +297,32 @@ pub fn build(
     })
 }
 
-/// `value × fraction`, rounded half away from zero, in micro-dollars.
-fn scaled(value: MicroUsd, fraction: f64) -> MicroUsd {
-    (value as f64 * fraction).round() as MicroUsd
+/// Why an amount is refused: it left the range a report can hold (i64 micro-dollars).
+const TOO_LARGE: &str = "makes an amount larger than a report can hold (about 9.2 trillion USD)";
+
+/// `value × fraction`, rounded half away from zero, in micro-dollars; refused for `field` when
+/// the result leaves i64's range.
+fn scaled(field: &str, value: MicroUsd, fraction: f64) -> Result<MicroUsd, FieldError> {
+    let product = (value as f64 * fraction).round();
+    // `as` would saturate silently: 2^63 is the first float past i64::MAX.
+    if product.is_finite() && product.abs() < 9.223_372_036_854_775e18 {
+        Ok(product as MicroUsd)
+    } else {
+        Err(FieldError::new(field, TOO_LARGE))
+    }
+}
+
+/// `hourly × replicas × hours`, refused for `field` when it overflows.
+fn rent(field: &str, hourly: MicroUsd, replicas: u32, hours: i64) -> Result<MicroUsd, FieldError> {
+    hourly
+        .checked_mul(i64::from(replicas))
+        .and_then(|v| v.checked_mul(hours))
+        .ok_or_else(|| FieldError::new(field, TOO_LARGE))
+}
+
+/// `a + b`, refused for `field` when it overflows.
+fn add(field: &str, a: MicroUsd, b: MicroUsd) -> Result<MicroUsd, FieldError> {
+    a.checked_add(b).ok_or_else(|| FieldError::new(field, TOO_LARGE))
 }
 
 fn row(
@@ -306,6 +345,9 @@ fn row(
             return Err(FieldError::new(format!("{at}.run_ids[{j}]"), format!("no stored run {run}")));
         }
     }
+    if d.requests_per_month > MAX_REQUESTS_PER_MONTH {
+        return Err(FieldError::new(field("requests_per_month"), format!("must be at most {MAX_REQUESTS_PER_MONTH}")));
+    }
     let requests = (d.requests_per_month as f64 * months).round() as u64;
     let (serving, configuration, price_as_of, price_source, price) =
         match (&d.instance_type, &d.serving_cost_per_request_usd) {
@@ -317,7 +359,7 @@ fn row(
                 let p = prices
                     .find(instance, &d.purchase_option, d.region.as_deref())
                     .map_err(|reason| FieldError::new(field("instance_type"), reason))?;
-                let serving = p.hourly_micro_usd * i64::from(replicas) * hours;
+                let serving = rent(&field("replicas"), p.hourly_micro_usd, replicas, hours)?;
                 let config = format!(
                     "{replicas} × {instance} ({}{})",
                     d.purchase_option,
@@ -327,7 +369,7 @@ fn row(
             }
             (None, Some(per_request)) => {
                 let micros = per_request.micros(&field("serving_cost_per_request_usd"))?;
-                let serving = (micros as f64 * requests as f64).round() as MicroUsd;
+                let serving = scaled(&field("serving_cost_per_request_usd"), micros, requests as f64)?;
                 (serving, format!("entered: {} USD per request", format_usd(micros)), None, "entered".to_string(), None)
             }
             _ => {
@@ -339,7 +381,7 @@ fn row(
         };
     let training_once =
         d.training_cost_usd.as_ref().map(|a| a.micros(&field("training_cost_usd"))).transpose()?.unwrap_or(0);
-    let training = scaled(training_once, d.retrains_per_month * months);
+    let training = scaled(&field("training_cost_usd"), training_once, d.retrains_per_month * months)?;
     let mut savings: BTreeMap<Kind, MicroUsd> = BTreeMap::new();
     let mut run_ids = d.run_ids.clone();
     for (j, r) in d.recommendations.iter().enumerate() {
@@ -366,7 +408,8 @@ fn row(
             let alt = prices
                 .find(instance, &d.purchase_option, d.region.as_deref())
                 .map_err(|reason| FieldError::new(rf("instance_type"), reason))?;
-            serving - alt.hourly_micro_usd * i64::from(replicas) * hours
+            let alternative = rent(&rf("replicas"), alt.hourly_micro_usd, replicas, hours)?;
+            serving.checked_sub(alternative).ok_or_else(|| FieldError::new(rf("replicas"), TOO_LARGE))?
         } else if let Some(fraction) = r.serving_saving_fraction {
             if !(0.0..=1.0).contains(&fraction) {
                 return Err(FieldError::new(rf("serving_saving_fraction"), "must be between 0 and 1"));
@@ -377,7 +420,9 @@ fn row(
                 .map(|a| a.micros(&rf("extra_training_cost_usd")))
                 .transpose()?
                 .unwrap_or(0);
-            scaled(serving, fraction) - scaled(extra, d.retrains_per_month * months)
+            let kept = scaled(&rf("serving_saving_fraction"), serving, fraction)?;
+            let extra = scaled(&rf("extra_training_cost_usd"), extra, d.retrains_per_month * months)?;
+            kept.checked_sub(extra).ok_or_else(|| FieldError::new(rf("extra_training_cost_usd"), TOO_LARGE))?
         } else if let Some(cores) = r.cores_saved {
             let p = price.ok_or_else(|| {
                 FieldError::new(rf("cores_saved"), "needs the deployment's instance type to price a core")
@@ -389,14 +434,16 @@ fn row(
             if !(cores.is_finite() && cores >= 0.0) {
                 return Err(FieldError::new(rf("cores_saved"), "must be a finite number, zero or more"));
             }
-            scaled(p.hourly_micro_usd * hours, cores / f64::from(vcpus))
+            let instance_hours = rent(&rf("cores_saved"), p.hourly_micro_usd, 1, hours)?;
+            scaled(&rf("cores_saved"), instance_hours, cores / f64::from(vcpus))?
         } else {
             return Err(FieldError::new(
                 at.clone(),
                 "give instance_type/replicas, serving_saving_fraction or cores_saved",
             ));
         };
-        *savings.entry(r.kind).or_default() += saving;
+        let total = savings.entry(r.kind).or_default();
+        *total = add(&at, *total, saving)?;
     }
     Ok(ReportRow {
         deployment: d.name.trim().to_string(),
@@ -405,7 +452,7 @@ fn row(
         requests,
         serving_micro_usd: serving,
         training_micro_usd: training,
-        total_micro_usd: serving + training,
+        total_micro_usd: add(&field("training_cost_usd"), serving, training)?,
         savings_micro_usd: savings,
         price_as_of,
         price_source,
@@ -648,6 +695,50 @@ mod tests {
         let distill = (row.serving_micro_usd as f64 * 0.25).round() as i64 - (3_000_000_000.0 * months).round() as i64;
         assert_eq!(row.savings_micro_usd[&Kind::Distillation], distill);
         assert_eq!(row.price_as_of.as_deref(), Some("2024-06-01"));
+    }
+
+    /// Before checked arithmetic these panicked (debug) or wrapped/saturated (release).
+    #[test]
+    fn amounts_past_what_a_report_holds_name_the_field() {
+        let catalog = catalog();
+        let prices = Prices::new(&catalog);
+        let refuse = |d: DeploymentInput, longer: bool| {
+            let mut r = request(vec![d]);
+            if longer {
+                r.to = "2036-10-30".into();
+            }
+            build("r".into(), &r, &prices, 1, &|_| true).unwrap_err()
+        };
+        let err = refuse(deployment("p5.48xlarge", u32::MAX), true);
+        assert_eq!(err.field, "deployments[0].replicas", "{err:?}");
+        assert!(err.reason.contains("larger than a report can hold"), "{err:?}");
+
+        let mut d = deployment("g5.xlarge", 1);
+        d.training_cost_usd = Some(Amount::Number(9e12));
+        d.retrains_per_month = 30.0;
+        assert_eq!(refuse(d, false).field, "deployments[0].training_cost_usd");
+
+        let mut d = deployment("g5.xlarge", 1);
+        d.instance_type = None;
+        d.replicas = None;
+        d.serving_cost_per_request_usd = Some(Amount::Text("9000000".into()));
+        d.requests_per_month = MAX_REQUESTS_PER_MONTH;
+        assert_eq!(refuse(d, false).field, "deployments[0].serving_cost_per_request_usd");
+
+        let mut d = deployment("g5.xlarge", 1);
+        d.requests_per_month = u64::MAX;
+        assert_eq!(refuse(d, false).field, "deployments[0].requests_per_month");
+
+        let mut d = deployment("g5.xlarge", 1);
+        d.recommendations = vec![RecommendationInput::alternative(Kind::RightSizing, "p5.48xlarge", u32::MAX)];
+        assert_eq!(refuse(d, true).field, "deployments[0].recommendations[0].replicas");
+
+        // Each row fits, the sum does not.
+        let mut big = deployment("g5.xlarge", 1);
+        big.training_cost_usd = Some(Amount::Text("4000000000000".into()));
+        big.retrains_per_month = DAYS_PER_MONTH / 30.0;
+        let err = build("r".into(), &request(vec![big.clone(), big.clone(), big]), &prices, 1, &|_| true).unwrap_err();
+        assert_eq!(err.field, "deployments", "{err:?}");
     }
 
     #[test]

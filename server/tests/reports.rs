@@ -128,7 +128,16 @@ async fn wrong_reports_name_the_field_and_store_nothing() {
         bad_instance["deployments"][0]["run_ids"] = json!([]);
         bad_instance["deployments"][0]["recommendations"] = json!([]);
         bad_instance["deployments"][2]["instance_type"] = json!("x9.mega");
+        let mut huge_replicas = request(&unknown_run);
+        huge_replicas["deployments"][0]["run_ids"] = json!([]);
+        huge_replicas["deployments"][0]["recommendations"] = json!([]);
+        let mut huge_amount = huge_replicas.clone();
+        // 4,294,967,295 × 98.32 USD × 720 hours.
+        huge_replicas["deployments"][2]["replicas"] = json!(u32::MAX);
+        huge_amount["deployments"][0]["training_cost_usd"] = json!(9e12);
         let cases = [
+            (huge_replicas, "deployments[2].replicas"),
+            (huge_amount, "deployments[0].training_cost_usd"),
             (request(&unknown_run), "deployments[0].run_ids[0]"),
             (bad_instance, "deployments[2].instance_type"),
             (json!({"name": "x", "from": "2026-02-30", "to": "2026-03-01", "deployments": []}), "from"),
