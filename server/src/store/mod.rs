@@ -13,11 +13,14 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyTypeInfo};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::{Any, AnyPool, ConnectOptions, Database, Encode, Type};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use people::{AgentRecord, ApiTokenRecord, UserRecord};
 pub use prices::CatalogVersion;
@@ -59,7 +62,15 @@ impl Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// SQLite takes one writer at a time. Writers queue here, first come first served, without
+    /// holding a pooled connection, instead of spinning in SQLite's busy handler while readers
+    /// starve for connections. `None` on Postgres, whose writers run side by side.
+    writer: Option<Arc<Semaphore>>,
 }
+
+/// How long a write waits for SQLite's single writer before the caller gets a 503 with
+/// `Retry-After` (the agent's request timeout is 60 s).
+const WRITE_QUEUE_WAIT: Duration = Duration::from_secs(30);
 
 /// The SQLite URL of the embedded database in `data_dir`.
 pub fn sqlite_url(data_dir: &Path) -> String {
@@ -70,7 +81,8 @@ impl Store {
     /// Connects, creating an SQLite file if needed, and applies pending migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         let backend = Backend::from_url(url)?;
-        Self::connect_with(url, if backend == Backend::Sqlite { 4 } else { 16 }).await
+        // SQLite: one writer at a time (see `Store::writer`) and readers beside it under WAL.
+        Self::connect_with(url, if backend == Backend::Sqlite { 8 } else { 16 }).await
     }
 
     /// [`Store::connect`] with a pool of at most `max_connections`.
@@ -94,7 +106,9 @@ impl Store {
                         sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
                         sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
                         sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
-                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
+                        // Writes queue in `Store::writer` first; this covers the single
+                        // statements outside it and checkpoints.
+                        sqlx::query("PRAGMA busy_timeout = 30000").execute(&mut *conn).await?;
                     }
                     Ok(())
                 })
@@ -107,9 +121,28 @@ impl Store {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
         };
         migrator.run(&pool).await.context("database migration failed")?;
-        let store = Store { pool, backend };
+        let writer = (backend == Backend::Sqlite).then(|| Arc::new(Semaphore::new(1)));
+        let store = Store { pool, backend, writer };
         store.seed_price_catalog().await.context("cannot load the default price catalog")?;
         Ok(store)
+    }
+
+    /// Begins a write transaction, first waiting (at most [`WRITE_QUEUE_WAIT`]) for SQLite's
+    /// single writer. Keep the permit until the transaction ends. A wait past the limit is
+    /// `PoolTimedOut`, which callers answer with 503 and `Retry-After`.
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> Result<(Option<OwnedSemaphorePermit>, sqlx::Transaction<'static, Any>), sqlx::Error> {
+        let permit = match &self.writer {
+            Some(writer) => Some(
+                tokio::time::timeout(WRITE_QUEUE_WAIT, writer.clone().acquire_owned())
+                    .await
+                    .map_err(|_| sqlx::Error::PoolTimedOut)?
+                    .map_err(|_| sqlx::Error::PoolClosed)?,
+            ),
+            None => None,
+        };
+        Ok((permit, self.pool.begin().await?))
     }
 
     pub fn backend(&self) -> Backend {

@@ -73,7 +73,7 @@ impl Store {
         created_by: &str,
         origin: &str,
     ) -> anyhow::Result<i64> {
-        let mut tx = self.pool.begin().await?;
+        let (_writing, mut tx) = self.begin_write().await?;
         let (last,): (Option<i64>,) =
             sqlx::query_as("SELECT MAX(version) FROM catalog_versions").fetch_one(&mut *tx).await?;
         let version = last.unwrap_or(0) + 1;

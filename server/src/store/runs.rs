@@ -102,7 +102,7 @@ impl Store {
         let now = now_ms();
         let run_id = run.run_id.to_string();
         let node = &run.node;
-        let mut tx = self.pool.begin().await?;
+        let (_writing, mut tx) = self.begin_write().await?;
         let bound = sqlx::query(
             "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
              hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id) \
