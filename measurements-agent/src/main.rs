@@ -198,7 +198,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = suites::Options { peer, peer_token, sizes };
             let run =
                 tokio::task::spawn_blocking(move || measure(&suites, Effort { quick }, &options, &facts)).await??;
-            let path = spool.put(&run)?;
+            let path = match spool.put(&run) {
+                Ok(path) => path,
+                Err(err) => {
+                    // The measurements are not lost yet: they go to standard output.
+                    eprintln!("error: {err:#}; the run is printed on standard output instead");
+                    println!("{}", serde_json::to_string_pretty(&run)?);
+                    return Ok(ExitCode::from(5));
+                }
+            };
             log(&format!("run {} spooled at {}", run.run_id, path.display()));
             if json || target.is_none() {
                 println!("{}", serde_json::to_string_pretty(&run)?);

@@ -25,15 +25,31 @@ impl Spool {
     }
 
     /// Writes a run atomically and durably: temp file, fsync, rename, fsync of the directory.
+    /// On failure (a full disk, say) the temp file is removed and nothing else is touched.
     pub fn put(&self, run: &RunUpload) -> anyhow::Result<PathBuf> {
         let path = self.dir.join(format!("{}.json", run.run_id));
         let temp = self.dir.join(format!(".{}.json.tmp", run.run_id));
-        let mut file = File::create(&temp).with_context(|| format!("cannot write {}", temp.display()))?;
-        serde_json::to_writer_pretty(&mut file, run)?;
-        file.write_all(b"\n")?;
-        file.sync_all()?;
-        fs::rename(&temp, &path)?;
-        File::open(&self.dir)?.sync_all()?;
+        let written = (|| -> std::io::Result<()> {
+            let mut file = File::create(&temp)?;
+            serde_json::to_writer_pretty(&mut file, run).map_err(std::io::Error::from)?;
+            file.write_all(b"\n")?;
+            file.sync_all()?;
+            fs::rename(&temp, &path)?;
+            File::open(&self.dir)?.sync_all()
+        })();
+        if let Err(err) = written {
+            let _ = fs::remove_file(&temp);
+            use std::io::ErrorKind::{FileTooLarge, QuotaExceeded, StorageFull};
+            let full = matches!(err.kind(), StorageFull | FileTooLarge | QuotaExceeded);
+            return Err(anyhow::Error::new(err)).with_context(|| {
+                format!(
+                    "cannot spool run {} in {}{}",
+                    run.run_id,
+                    self.dir.display(),
+                    if full { ": the disk is full" } else { "" }
+                )
+            });
+        }
         Ok(path)
     }
 

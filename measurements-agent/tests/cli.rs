@@ -366,3 +366,186 @@ async fn a_run_the_server_refuses_is_moved_aside() {
         server.stop().await;
     }
 }
+
+// The agent's rows of the fault table.
+
+/// Runs spooled so far, by run id.
+fn spooled_ids(spool: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(spool)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
+        .collect()
+}
+
+async fn stored_ids(server: &Server) -> std::collections::BTreeSet<String> {
+    let runs = server.store.list_runs(&RunFilter { limit: 10_000, ..Default::default() }).await.unwrap();
+    runs.into_iter().map(|r| r.run_id.to_string()).collect()
+}
+
+/// The server is down while the agent keeps producing runs (60 s in the fault table;
+/// `HEADROOM_TEST_OUTAGE_SECS`, default 10, in tests): after it is back, every run is stored
+/// exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_made_during_an_outage_are_stored_exactly_once_after_it() {
+    let outage = std::env::var("HEADROOM_TEST_OUTAGE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let db = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    // Reserve an address nobody listens on until the server comes back.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let url = format!("http://{addr}");
+    let token = {
+        let store = Store::connect(&headroom_server::store::sqlite_url(db.path())).await.unwrap();
+        let token = admin::create_agent_token(&store, "through-the-outage").await.unwrap();
+        store.close().await;
+        token
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(outage);
+    let mut produced = 0;
+    while produced < 2 || std::time::Instant::now() < until {
+        let out = agent(&["run", "system", "--quick", "--attempts", "2"], spool.path(), Some((&url, &token))).await;
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        produced += 1;
+        assert_eq!(spooled(spool.path()), produced, "every run is kept: {}", text(&out));
+    }
+    let made = spooled_ids(spool.path());
+
+    let server = start(db.path(), &addr).await;
+    // The next run carries the backlog with it.
+    let out = agent(&["run", "system", "--quick"], spool.path(), Some((&url, &token))).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0, "{}", text(&out));
+    let stored = stored_ids(&server).await;
+    assert_eq!(stored.len(), produced + 1, "each run stored once");
+    assert!(made.is_subset(&stored), "every run made in the outage is stored");
+    let out = agent(&["upload"], spool.path(), Some((&url, &token))).await;
+    assert!(text(&out).contains("0 uploaded"), "{}", text(&out));
+    assert_eq!(stored_ids(&server).await.len(), produced + 1);
+    eprintln!("{produced} runs made during a {outage} s outage, all stored once after it");
+    server.stop().await;
+}
+
+/// Waits until `arrived` counts a request, at most 60 s.
+async fn wait_for(arrived: &std::sync::atomic::AtomicUsize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while arrived.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the upload never reached the server");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The agent is killed (SIGKILL) mid-upload, once before the server stored the run and once
+/// after it stored it but before the acknowledgement arrived; restarted, it loses nothing and
+/// the server holds the run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_killed_mid_upload_loses_and_duplicates_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static BEFORE: AtomicUsize = AtomicUsize::new(0);
+    static AFTER: AtomicUsize = AtomicUsize::new(0);
+    let hold_before: Fault = |request, next| {
+        Box::pin(async move {
+            if request.uri().path() == "/api/v1/runs" {
+                BEFORE.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            }
+            next.run(request).await
+        })
+    };
+    let hold_after: Fault = |request, next| {
+        Box::pin(async move {
+            let upload = request.uri().path() == "/api/v1/runs";
+            let response = next.run(request).await;
+            if upload {
+                AFTER.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            }
+            response
+        })
+    };
+    for (fault, arrived, stored_before_kill) in [(hold_before, &BEFORE, 0), (hold_after, &AFTER, 1)] {
+        let db = tempfile::tempdir().unwrap();
+        let spool = tempfile::tempdir().unwrap();
+        let out = agent(&["run", "system", "--quick"], spool.path(), None).await;
+        assert!(out.status.success(), "{}", text(&out));
+        let made = spooled_ids(spool.path());
+
+        let held = start_behind(db.path(), fault).await;
+        let token = admin::create_agent_token(&held.store, "killed").await.unwrap();
+        let mut child = std::process::Command::cargo_bin("measurements-agent")
+            .unwrap()
+            .args(["upload", "--attempts", "1", "--server", &held.url, "--token", &token, "--spool"])
+            .arg(spool.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for(arrived).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(spooled_ids(spool.path()), made, "the killed agent's run is still spooled");
+        assert_eq!(held.run_count().await, stored_before_kill);
+        held.task.abort();
+        held.store.close().await;
+
+        let server = start(db.path(), "127.0.0.1:0").await;
+        let out = agent(&["upload"], spool.path(), Some((&server.url, &token))).await;
+        assert!(out.status.success(), "{}", text(&out));
+        assert_eq!(spooled(spool.path()), 0, "{}", text(&out));
+        assert_eq!(stored_ids(&server).await, made, "stored exactly once");
+        server.stop().await;
+    }
+}
+
+/// The spool's disk fills up (a 256 KiB tmpfs in a private mount namespace): the agent says
+/// so, exits 5 and prints the run instead; what was spooled before is intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_the_spool_is_reported_and_damages_nothing() {
+    let spool = tempfile::tempdir().unwrap();
+    let out = agent(&["run", "system", "--quick"], spool.path(), None).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let earlier = std::fs::read_dir(spool.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let before = std::fs::read(&earlier).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let agent_bin = assert_cmd::cargo::cargo_bin("measurements-agent");
+    // In a mount namespace of its own: a tiny tmpfs holding the earlier run and a filler that
+    // leaves less room than a run needs; then the agent runs with its spool there.
+    let script = r#"
+        set -e
+        full="$1"; earlier="$2"; agent="$3"; out="$4"
+        mount -t tmpfs -o size=256k headroom-full "$full"
+        mkdir -p "$full/rejected"
+        cp "$earlier" "$full/"
+        dd if=/dev/zero of="$full/filler" bs=1k count=1024 2>/dev/null || true
+        set +e
+        "$agent" run system --quick --spool "$full" >"$out/stdout" 2>"$out/stderr"
+        echo $? >"$out/code"
+        cp "$full/$(basename "$earlier")" "$out/earlier"
+        ls -a "$full" >"$out/listing"
+    "#;
+    let full = work.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    let status = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c", script, "sh"])
+        .arg(&full)
+        .arg(&earlier)
+        .arg(&agent_bin)
+        .arg(work.path())
+        .env_remove("HEADROOM_SERVER")
+        .status()
+        .expect("unshare (util-linux) runs the agent over a full tmpfs");
+    assert!(status.success(), "the full-disk set-up failed (user and mount namespaces are needed)");
+    let read = |name: &str| std::fs::read_to_string(work.path().join(name)).unwrap();
+    let stderr = read("stderr");
+    assert_eq!(read("code").trim(), "5", "{stderr}");
+    assert!(stderr.contains("the disk is full"), "{stderr}");
+    let printed: model::RunUpload = serde_json::from_str(&read("stdout")).expect("the run is printed instead");
+    assert!(!printed.measurements.is_empty());
+    assert_eq!(std::fs::read(work.path().join("earlier")).unwrap(), before, "the earlier run is intact");
+    let listing = read("listing");
+    assert!(!listing.contains(".tmp"), "no half-written file is left: {listing}");
+}
