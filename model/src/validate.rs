@@ -110,6 +110,12 @@ impl NodeInfo {
         }
         for (i, gpu) in self.gpus.iter().enumerate() {
             text(&format!("{at}.gpus[{i}].name"), &gpu.name, true)?;
+            if let Some(version) = &gpu.driver_version {
+                text(&format!("{at}.gpus[{i}].driver_version"), version, false)?;
+            }
+            if let Some(version) = &gpu.cuda_version {
+                text(&format!("{at}.gpus[{i}].cuda_version"), version, false)?;
+            }
         }
         Ok(())
     }
@@ -219,6 +225,17 @@ mod tests {
         }
     }
 
+    fn gpu(driver: Option<&str>, cuda: Option<&str>) -> crate::GpuInfo {
+        crate::GpuInfo {
+            name: "NVIDIA H200".into(),
+            memory_bytes: 141 << 30,
+            driver_version: driver.map(Into::into),
+            cuda_version: cuda.map(Into::into),
+            pcie_generation: None,
+            pcie_width: None,
+        }
+    }
+
     #[test]
     fn a_well_formed_run_passes() {
         assert_eq!(upload().validate(), Ok(()));
@@ -234,6 +251,8 @@ mod tests {
             ("node.hostname", Box::new(|u| u.node.hostname.clear())),
             ("node.cpu_cores", Box::new(|u| u.node.cpu_cores = 0)),
             ("node.hourly_usd", Box::new(|u| u.node.hourly_usd = Some(f64::NAN))),
+            ("node.gpus[0].driver_version", Box::new(|u| u.node.gpus = vec![gpu(Some("550\u{1b}[2J"), None)])),
+            ("node.gpus[0].cuda_version", Box::new(|u| u.node.gpus = vec![gpu(None, Some(&"9".repeat(MAX_TEXT + 1)))])),
             ("measurements", Box::new(|u| u.measurements.clear())),
             ("measurements[0].stats.p99", Box::new(|u| u.measurements[0].stats.as_mut().unwrap().p99 = f64::INFINITY)),
             ("measurements[0].stats.p90", Box::new(|u| u.measurements[0].stats.as_mut().unwrap().p90 = 1.0)),
