@@ -5,6 +5,7 @@
 
 use std::marker::PhantomData;
 
+use model::FieldError;
 use prost::Message;
 use tonic::Status;
 use tonic::codec::{Codec, DecodeBuf, Decoder};
@@ -51,12 +52,24 @@ impl<U: Message + Default + WireLimits> Decoder for StrictDecoder<U> {
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
         use prost::bytes::Buf;
-        // tonic hands over one whole message in one contiguous buffer.
-        if buf.chunk().len() == buf.remaining() {
-            U::check(buf.chunk()).map_err(|e| refused(Status::resource_exhausted(format!("too many entries: {e}"))))?;
-        }
-        U::decode(buf).map(Some).map_err(|e| refused(Status::invalid_argument(format!("malformed protobuf: {e}"))))
+        // One whole message; split off tonic's buffer, not copied.
+        let message = buf.copy_to_bytes(buf.remaining());
+        decode_message(&message).map(Some)
     }
+}
+
+/// The wire half of decoding `U`, as the codec does it: the counts of repeated fields checked
+/// before anything is allocated (RESOURCE_EXHAUSTED), then prost's decoding (INVALID_ARGUMENT).
+/// Both refusals are signed as refusals of the content.
+pub fn decode_message<U: Message + Default + WireLimits>(bytes: &[u8]) -> Result<U, Status> {
+    U::check(bytes).map_err(|e| refused(Status::resource_exhausted(format!("too many entries: {e}"))))?;
+    U::decode(bytes).map_err(|e| refused(Status::invalid_argument(format!("malformed protobuf: {e}"))))
+}
+
+/// A decoded message that breaks the model's rules: INVALID_ARGUMENT naming the field, signed as
+/// a refusal of the content (the HTTP door answers the same with 422).
+pub fn invalid_field(err: FieldError) -> Status {
+    refused(Status::invalid_argument(format!("invalid field {err}")))
 }
 
 /// The metadata key by which the server signs a refusal of the content itself (as the HTTP

@@ -16,6 +16,29 @@ pub mod transport {
 }
 
 use model::{FieldError, IngestAck};
+use tonic::Status;
+
+/// Everything the gRPC door does to the bytes of a `RunUpload` before the run is stored: the
+/// wire limits, prost's decoding ([`codec::decode_message`], which the codec runs), then the
+/// conversion and the model's validation ([`run_from_message`], which the service runs). The
+/// error is the status the server answers with. Pure: the entry point for fuzzing.
+pub fn decode_upload(bytes: &[u8]) -> Result<model::RunUpload, Status> {
+    let message = codec::decode_message::<pb::RunUpload>(bytes)?;
+    run_from_message(message).map_err(codec::invalid_field)
+}
+
+/// The protobuf encoding of a run, as an agent sends it; [`decode_upload`] reads it back.
+pub fn encode_upload(run: &model::RunUpload) -> Vec<u8> {
+    use prost::Message;
+    pb::RunUpload::from(run).encode_to_vec()
+}
+
+/// A decoded message as a valid [`model::RunUpload`]; the error names the first bad field.
+pub fn run_from_message(message: pb::RunUpload) -> Result<model::RunUpload, FieldError> {
+    let run = model::RunUpload::try_from(message)?;
+    run.validate()?;
+    Ok(run)
+}
 
 impl From<&model::RunUpload> for pb::RunUpload {
     fn from(run: &model::RunUpload) -> Self {

@@ -20,10 +20,15 @@ impl WireLimits for pb::UploadAck {}
 impl WireLimits for pb::RunUpload {
     fn check(bytes: &[u8]) -> Result<(), String> {
         let mut measurements = 0usize;
+        let mut gpus = 0usize;
         for field in Fields(bytes) {
             let Ok((number, body)) = field else { return Ok(()) };
             match (number, body) {
-                (5, Some(node)) => at_most(Fields(node).count_of(9), MAX_GPUS, "node.gpus")?,
+                // `node` may occur many times; the occurrences merge, so their GPUs add up.
+                (5, Some(node)) => {
+                    gpus += Fields(node).count_of(9);
+                    at_most(gpus, MAX_GPUS, "node.gpus")?;
+                }
                 (6, Some(measurement)) => {
                     at_most(Fields(measurement).count_of(3), MAX_PARAMETERS, "measurements[].parameters")?;
                     measurements += 1;
@@ -132,6 +137,21 @@ mod tests {
         let err = pb::RunUpload::check(&upload(1, MAX_PARAMETERS + 1, 0)).unwrap_err();
         assert!(err.starts_with("measurements[].parameters"), "{err}");
         let err = pb::RunUpload::check(&upload(1, 0, MAX_GPUS + 1)).unwrap_err();
+        assert!(err.starts_with("node.gpus"), "{err}");
+    }
+
+    #[test]
+    fn gpus_of_a_node_sent_in_pieces_add_up() {
+        // Each piece is within the limit, but prost merges them into one node.
+        let piece = pb::RunUpload {
+            node: Some(pb::Node { gpus: vec![pb::Gpu::default(); MAX_GPUS], ..Default::default() }),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let two = [&piece[..], &piece[..]].concat();
+        assert_eq!(pb::RunUpload::decode(&two[..]).unwrap().node.unwrap().gpus.len(), 2 * MAX_GPUS, "the pieces merge");
+        assert_eq!(pb::RunUpload::check(&piece), Ok(()));
+        let err = pb::RunUpload::check(&two).unwrap_err();
         assert!(err.starts_with("node.gpus"), "{err}");
     }
 

@@ -27,17 +27,24 @@ pub fn from_body<T: DeserializeOwned>(
     headers: &axum::http::HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<T, ApiError> {
+    parse(&body_bytes(headers, body)?)
+}
+
+/// The bytes of a JSON request body, once its media type and size are checked.
+pub fn body_bytes(
+    headers: &axum::http::HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Bytes, ApiError> {
     if !is_json(headers) {
         return Err(ApiError::UnsupportedMediaType("expected Content-Type: application/json".into()));
     }
-    let bytes = body.map_err(|rejection| {
+    body.map_err(|rejection| {
         if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::PayloadTooLarge(rejection.body_text())
         } else {
             ApiError::BadRequest(rejection.body_text())
         }
-    })?;
-    parse(&bytes)
+    })
 }
 
 fn is_json(headers: &axum::http::HeaderMap) -> bool {

@@ -121,6 +121,13 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
             }
             v.parse::<u32>().map_err(|_| bad(COLUMNS[c], format!("“{v}” is not a whole number"))).ok()
         };
+        // Postgres text cannot hold NUL; other control characters only disguise a value (the
+        // rule runs' text follows too).
+        for c in [0, 1, 2, 8, 9] {
+            if let Some(ch) = cell(c).chars().find(|ch| ch.is_control() && !matches!(ch, '\t' | '\n' | '\r')) {
+                bad(COLUMNS[c], format!("must not contain control characters (found U+{:04X})", ch as u32));
+            }
+        }
         let provider = required(0, &mut bad);
         let instance_type = required(1, &mut bad);
         let gpu_model = optional(2);
@@ -139,7 +146,8 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
         let memory_bytes = match cell(5) {
             "" => None,
             v => match v.parse::<f64>() {
-                Ok(g) if g.is_finite() && g > 0.0 && g < 1e9 => Some((g * GIB).round() as u64),
+                // At least one byte: a catalog that reads back as "0" cannot be imported again.
+                Ok(g) if g.is_finite() && g < 1e9 && (g * GIB).round() >= 1.0 => Some((g * GIB).round() as u64),
                 _ => {
                     bad("memory_gib", format!("“{v}” is not a positive number of GiB"));
                     None
@@ -200,13 +208,25 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
     if errors.is_empty() { Ok(rows) } else { Err(errors) }
 }
 
+/// `YYYY-MM-DD` in digits, a day that exists, from 1970 on (reports read it as a calendar day).
 fn is_date(text: &str) -> bool {
     let b = text.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+    let shaped = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() });
+    if !shaped {
         return false;
     }
-    let num = |r: std::ops::Range<usize>| text[r].parse::<u32>().ok();
-    matches!((num(0..4), num(5..7), num(8..10)), (Some(y), Some(m), Some(d)) if y >= 1970 && (1..=12).contains(&m) && (1..=31).contains(&d))
+    let num = |r: std::ops::Range<usize>| text[r].parse::<u32>().unwrap_or(0);
+    let (y, m, d) = (num(0..4), num(5..7), num(8..10));
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => 0,
+    };
+    y >= 1970 && (1..=days).contains(&d)
 }
 
 /// The catalog as CSV, the same shape [`parse`] reads.
@@ -214,7 +234,7 @@ pub fn to_csv(rows: &[PriceRow]) -> String {
     let mut writer = csv::Writer::from_writer(Vec::new());
     let _ = writer.write_record(COLUMNS);
     for r in rows {
-        let memory = r.memory_bytes.map(|b| trim_number(b as f64 / GIB)).unwrap_or_default();
+        let memory = r.memory_bytes.map(gib).unwrap_or_default();
         let text = |t: &str| csv_cell::neutral(t).into_owned();
         let _ = writer.write_record([
             text(&r.provider),
@@ -233,8 +253,17 @@ pub fn to_csv(rows: &[PriceRow]) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-fn trim_number(v: f64) -> String {
-    let text = format!("{v:.3}");
+/// Bytes as GiB in the fewest decimals (three at least, trailing zeros trimmed) that [`parse`]
+/// reads back as the same bytes.
+fn gib(bytes: u64) -> String {
+    let v = bytes as f64 / GIB;
+    let reads_back = |text: &String| text.parse::<f64>().is_ok_and(|g| (g * GIB).round() as u64 == bytes);
+    // `v` itself always reads back: it is `bytes` divided by a power of two, exactly.
+    (3..=12).map(|decimals| trim_number(v, decimals)).find(reads_back).unwrap_or_else(|| v.to_string())
+}
+
+fn trim_number(v: f64, decimals: usize) -> String {
+    let text = format!("{v:.decimals$}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
@@ -267,6 +296,34 @@ mod tests {
         assert!(errors.iter().any(|e| e.line == 4 && e.reason.contains("twice")), "{errors:?}");
         assert!(errors.iter().any(|e| e.line == 5 && e.reason.contains("has 4 fields")), "{errors:?}");
         assert!(!errors.iter().any(|e| e.line == 2), "line 2 is fine: {errors:?}");
+    }
+
+    /// Found by the decoders' property tests (`tests/decoders`).
+    #[test]
+    fn what_is_imported_exports_to_the_same_rows() {
+        let row = |memory: &str, provider: &str| {
+            format!("{}\n{provider},x,,0,4,{memory},1.5,on_demand,r,s,2026-01-01\n", COLUMNS.join(","))
+        };
+        // Memory that is not a whole number of thousandths of a GiB is written as precisely as
+        // it takes to read it back; memory that rounds to no bytes at all is refused.
+        for memory in ["1.0001", "0.0001", "0.1", "123456789.123456"] {
+            let rows = parse(&row(memory, "aws")).unwrap();
+            assert_eq!(parse(&to_csv(&rows)), Ok(rows), "{memory}");
+        }
+        assert_eq!(to_csv(&parse(&row("0.1", "aws")).unwrap()).lines().nth(1).unwrap().split(',').nth(5), Some("0.1"));
+        let errors = parse(&row("0.0000000001", "aws")).unwrap_err();
+        assert_eq!(errors[0].column.as_deref(), Some("memory_gib"), "{errors:?}");
+        for as_of in ["2026-02-29", "2026-+1-01", "2026-04-31", "1969-12-31"] {
+            let csv = row("16", "aws").replace("2026-01-01", as_of);
+            assert_eq!(parse(&csv).unwrap_err()[0].column.as_deref(), Some("as_of"), "{as_of}");
+        }
+        assert!(parse(&row("16", "aws").replace("2026-01-01", "2024-02-29")).is_ok());
+        // Postgres cannot store NUL, so it is a located error rather than a failed import.
+        for provider in ["a\u{0}ws", "\u{1e}aws"] {
+            let errors = parse(&row("16", provider)).unwrap_err();
+            assert_eq!(errors[0].column.as_deref(), Some("provider"), "{errors:?}");
+            assert!(errors[0].reason.contains("control characters"), "{errors:?}");
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub async fn create(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<IngestAck>), ApiError> {
-    let run: RunUpload = match json::from_body(&headers, body) {
+    let run = match json::body_bytes(&headers, body).and_then(|bytes| ingest::decode_json(&bytes)) {
         Ok(run) => run,
         Err(err) => {
             ingest::rejected(Door::Http);
