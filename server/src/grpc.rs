@@ -51,6 +51,10 @@ async fn authenticate(State(state): State<AppState>, mut request: HttpRequest, n
         }
         Err(err) => return status(err).into_http(),
     }
+    let request = match whole_frame(request).await {
+        Ok(request) => request,
+        Err(refused) => return refusal(refused),
+    };
     let mut response = next.run(request).await;
     let code = response.headers().get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     if code == Some(Code::OutOfRange as i32) {
@@ -59,6 +63,47 @@ async fn authenticate(State(state): State<AppState>, mut request: HttpRequest, n
         headers.insert(REFUSAL_HEADER, HeaderValue::from_static("content"));
     }
     response
+}
+
+/// Reads the (authenticated) body and checks its gRPC framing: exactly one uncompressed
+/// message whose declared length is what was sent. tonic would answer a broken frame with
+/// INTERNAL, which reads as the server's fault; here it is INVALID_ARGUMENT naming the problem,
+/// and a message past the size limit RESOURCE_EXHAUSTED.
+async fn whole_frame(request: HttpRequest) -> Result<HttpRequest, Status> {
+    let (parts, body) = request.into_parts();
+    let limit = MAX_UPLOAD_BYTES + 5;
+    // Past the limit is the usual error; a body cut off by the client ends the call anyway.
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        Status::resource_exhausted(format!("the message is larger than {MAX_UPLOAD_BYTES} bytes (or was cut off)"))
+    })?;
+    let Some((&[flag, a, b, c, d], message)) = bytes.split_first_chunk::<5>() else {
+        return Err(Status::invalid_argument(format!(
+            "a gRPC message frame needs a 5-byte header; {} bytes were sent",
+            bytes.len()
+        )));
+    };
+    if flag != 0 {
+        return Err(Status::invalid_argument(format!(
+            "compressed (or unknown) frames are not accepted (flag {flag}); send the message uncompressed"
+        )));
+    }
+    let declared = u32::from_be_bytes([a, b, c, d]) as usize;
+    if declared > MAX_UPLOAD_BYTES {
+        return Err(Status::resource_exhausted(format!("the message is larger than {MAX_UPLOAD_BYTES} bytes")));
+    }
+    if declared != message.len() {
+        return Err(Status::invalid_argument(format!(
+            "the frame declares a {declared}-byte message but {} bytes follow; send exactly one message",
+            message.len()
+        )));
+    }
+    Ok(HttpRequest::from_parts(parts, axum::body::Body::from(bytes)))
+}
+
+/// A content refusal as a gRPC answer the agent reads as final.
+fn refusal(mut status: Status) -> HttpResponse {
+    status.metadata_mut().insert(REFUSAL_HEADER, tonic::metadata::MetadataValue::from_static("content"));
+    status.into_http()
 }
 
 fn status(err: ApiError) -> Status {
@@ -93,9 +138,10 @@ impl Ingest for IngestService {
             .get::<AgentRecord>()
             .cloned()
             .ok_or_else(|| Status::unauthenticated("no agent authenticated this call"))?;
-        let run = model::RunUpload::try_from(request.into_inner()).map_err(|e| {
+        // The codec has checked and decoded the bytes; see `proto::decode_upload` for the whole.
+        let run = proto::run_from_message(request.into_inner()).map_err(|e| {
             ingest::rejected(Door::Grpc);
-            status(e.into())
+            proto::codec::invalid_field(e)
         })?;
         let ack = ingest::ingest(&self.store, &agent, run, Door::Grpc).await.map_err(status)?;
         Ok(Response::new(UploadAck::from(&ack)))
