@@ -179,6 +179,33 @@ pub fn locked_version(lock: &Path, package: &str) -> anyhow::Result<String> {
 }
 
 /// Runs a command, announcing it; fails with its exit status.
+/// [`step`] with a wall-clock limit: past `limit` the command and everything it started (its
+/// process group) are killed and the step fails saying so, so one stuck test cannot hold CI
+/// until its own deadline. The test harness names a test running for over 60 s just above.
+pub fn step_within(what: &str, cmd: &mut Command, limit: std::time::Duration) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    eprintln!("==> {what} (at most {} min)", limit.as_secs() / 60);
+    let mut child = cmd.process_group(0).spawn().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("{what} failed ({status})");
+            }
+            return Ok(());
+        }
+        if started.elapsed() > limit {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status();
+            let _ = child.wait();
+            bail!(
+                "{what} did not finish within {} min and was stopped; the test named as running for over 60 seconds above is the one that hung",
+                limit.as_secs() / 60
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 pub fn step(what: &str, cmd: &mut Command) -> anyhow::Result<()> {
     eprintln!("==> {what}");
     let status = cmd.status().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::build::{Build, WASM_TARGET, step};
+use crate::build::{Build, WASM_TARGET, step, step_within};
 
 pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
     let build = Build::new()?;
@@ -30,7 +30,10 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
     )?;
     let mut cargo = build.cargo(&["test", "--workspace"]);
     cargo.args(cargo_args);
-    step("running the Rust tests", &mut cargo)?;
+    // The whole suite takes about 10 min on 2 cores once built; a hang must fail CI well before
+    // its 90 min deadline, with the stuck test named.
+    let minutes = std::env::var("HEADROOM_TEST_LIMIT_MIN").ok().and_then(|m| m.parse().ok()).unwrap_or(45);
+    step_within("running the Rust tests", &mut cargo, std::time::Duration::from_secs(minutes * 60))?;
     browser_tests(&build.root, &build.target, &built)?;
     Ok(())
 }
@@ -53,7 +56,7 @@ fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built) -> any
     step(
         "running the browser tests (headless Chromium)",
         Command::new("node")
-            .args(["--test", "--test-reporter=spec", "--test-concurrency=1"])
+            .args(["--test", "--test-reporter=spec", "--test-concurrency=1", "--test-timeout=600000"])
             .arg(e2e.join("fleet.test.mjs"))
             .arg(e2e.join("pages.test.mjs"))
             .env("HEADROOM_SCREENSHOTS", &screenshots)

@@ -109,7 +109,12 @@ pub async fn spawn_with(db: &TestDb, configure: impl FnOnce(&mut AppState)) -> T
     let task = tokio::spawn(headroom_server::serve(listener, state, async move {
         let _ = rx.await;
     }));
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+    // Bounded, so a request the server never answers fails the test instead of hanging CI.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(120))
+        .build()
+        .expect("client");
     TestApp {
         backend: db.backend,
         addr,
@@ -132,7 +137,12 @@ impl TestApp {
             let _ = tx.send(());
         }
         if let Some(task) = self.task.take() {
-            task.await.expect("server task").expect("server result");
+            // Graceful shutdown waits for open requests; one that never ends is a bug to name.
+            tokio::time::timeout(std::time::Duration::from_secs(60), task)
+                .await
+                .expect("the server did not stop within 60 s of shutdown: a request is still open")
+                .expect("server task")
+                .expect("server result");
         }
         self.store.close().await;
     }
