@@ -63,6 +63,41 @@ test('planner: the cost per request follows the volume without a page load; bad 
   assert.match(await page.locator('[data-out=probability]').innerText(), /Probability the optimization saves money each month: \d+ %/);
   assert.match(await page.locator('[data-chart=spend]').innerHTML(), /P10–P90/);
   await noNaN(page);
+
+  // Capacity is bought by the replica-hour: one replica at $2.50/h is $1,825 a month, busy or not.
+  await page.uncheck('input[name=uncertain]');
+  await page.check('input[name=derive]');
+  await page.fill('#f-requests', '1M');
+  await page.fill('#f-hourly', '2.50');
+  await page.fill('#f-throughput', '400');
+  await page.locator('[data-out=replicas]', { hasText: /^1 replica$/ }).waitFor();
+  assert.equal(await page.locator('[data-out=capacity-monthly]').innerText(), '$1,825.00 a month');
+  // $20,000 of training over 1M requests plus $1,825 ÷ 1M of serving: $0.021825, three digits.
+  assert.equal(await cost.innerText(), '$0.0218');
+  assert.match(await page.locator('[data-out=serving-note]').innerText(), /1 replica × \$2\.50 per hour × 730 hours = \$1,825\.00 a month/);
+  await page.fill('#f-min_replicas', '3');
+  await page.locator('[data-out=capacity-monthly]', { hasText: '$5,475.00 a month' }).waitFor();
+  await noNaN(page);
+
+  // The worked example: $1,000 of training a month over 1M requests is $0.001 a request;
+  // distillation at $5,000 more a month that cuts serving from $0.01 to $0.001 saves $9,000
+  // gross, $4,000 net.
+  await page.uncheck('input[name=derive]');
+  await page.fill('#f-requests', '1M');
+  await page.fill('#f-training', '1000');
+  await page.fill('#f-retrains', '1');
+  await page.fill('#f-serving', '0.01');
+  await page.fill('#f-extra', '5000');
+  await page.fill('#f-saving', '90');
+  await page.locator('[data-out=net]', { hasText: '$4,000.00 a month' }).waitFor();
+  assert.equal(await cost.innerText(), '$0.0110');
+  assert.equal(await page.locator('[data-out=gross-saving]').innerText(), '$9,000.00 a month');
+  assert.equal(await page.locator('[data-out=extra-training]').innerText(), '$5,000.00 a month');
+  assert.match(await page.locator('[data-out=verdict]').innerText(), /^Worth it$/);
+  assert.equal(await page.locator('[data-out=pays-back]').innerText(), '0.56 months');
+  await page.fill('#f-saving', '10');
+  await page.locator('[data-out=verdict]', { hasText: 'Not worth it' }).waitFor();
+  assert.equal(await page.locator('[data-out=pays-back]').count(), 0, 'no pay-back shown when it never pays back');
   await screenshot(page, 'planner-1280');
   await page.setViewportSize(PHONE);
   await screenshot(page, 'planner-390');

@@ -5,10 +5,13 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
-use model::cost::{Amortization, AmortizationInput, BreakEven, BreakEvenInput, amortize, break_even};
+use model::cost::{
+    Amortization, AmortizationInput, BreakEven, BreakEvenInput, CapacityCost, CapacityInput, LatencySlo, SizedBy,
+    amortize, break_even, capacity_cost,
+};
 use model::format::{count, grouped, points, usd};
 use model::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
-use model::units::{PerMonth, Usd};
+use model::units::{HOURS_PER_MONTH, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
 use crate::charts::{Band, LineChart, Rule as ChartRule, Series, line_chart, tornado};
 use crate::data::MeasuredNode;
@@ -58,6 +61,27 @@ pub const FIELDS: &[FieldSpec] = &[
         rule: Rule::Positive,
     },
     FieldSpec { key: "utilization", label: "Target utilization", unit: "%", default: "60", rule: Rule::Percent },
+    FieldSpec {
+        key: "min_replicas",
+        label: "Minimum replicas",
+        unit: "replicas",
+        default: "1",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "slo_ms",
+        label: "Latency SLO (p99)",
+        unit: "ms, 0 for none",
+        default: "0",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "cv",
+        label: "Service time variation (cv)",
+        unit: "std dev ÷ mean",
+        default: "1",
+        rule: Rule::NonNegative,
+    },
     FieldSpec { key: "optimize", label: "Consider distillation or QAT", unit: "", default: "1", rule: Rule::Flag },
     FieldSpec {
         key: "extra",
@@ -123,6 +147,9 @@ pub struct Plan {
     pub serving: f64,
     /// How the serving cost was found.
     pub serving_note: String,
+    /// Serving bought by the replica-hour, when derived from hardware: the replicas, their
+    /// utilization and idle spend at today's volume, and the inputs to price other volumes.
+    pub capacity: Option<(CapacityCost, CapacityInput)>,
     pub baseline: Amortization,
     pub optimized: Option<(Amortization, BreakEven)>,
     pub uncertainty: Option<Uncertainty>,
@@ -137,29 +164,57 @@ pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
     let growth = c.num("growth") / 100.0;
     let retrains = c.num("retrains");
     let training = c.num("training");
-    let (serving, serving_note) = if form.flag("derive") {
+    let (serving, serving_note, capacity) = if form.flag("derive") {
         let hourly = c.num("hourly");
         let throughput = c.num("throughput");
         let utilization = c.num("utilization") / 100.0;
         if utilization == 0.0 {
             c.errors.push("Target utilization: must be greater than zero".into());
         }
+        let min_replicas = c.num("min_replicas");
+        if min_replicas.fract() != 0.0 {
+            c.errors.push("Minimum replicas: must be a whole number".into());
+        }
+        let slo_ms = c.num("slo_ms");
+        let cv = c.num("cv");
+        if !c.errors.is_empty() {
+            return Err(c.errors);
+        }
+        let input = CapacityInput {
+            requests_per_month: PerMonth(requests),
+            replica_price: UsdPerHour(hourly),
+            replica_throughput_rps: PerSecond(throughput),
+            max_utilization: utilization,
+            min_replicas: min_replicas.min(f64::from(u32::MAX)) as u32,
+            slo: (slo_ms > 0.0).then_some(LatencySlo {
+                latency_s: Seconds(slo_ms / 1e3),
+                quantile: 0.99,
+                service_time_cv: cv,
+            }),
+        };
+        let cost = capacity_cost(&input).map_err(|e| vec![format!("{}: {}", label_of(&e.field), e.reason)])?;
         let node = form.text("node");
         let from = nodes
             .iter()
             .find(|n| n.node_id == node)
-            .map(|n| format!(" (throughput measured on {} in run {})", n.hostname, short(&n.run_id)))
+            .map(|n| format!("; throughput measured on {} in run {}", n.hostname, short(&n.run_id)))
             .unwrap_or_default();
-        let cost = hourly / 3600.0 / (throughput * utilization);
+        let replicas = if cost.replicas == 1 { "1 replica".to_string() } else { format!("{} replicas", cost.replicas) };
+        let sized_by = match cost.sized_by {
+            SizedBy::Minimum => "the minimum kept running".to_string(),
+            SizedBy::Utilization => format!("{:.0} % target utilization", utilization * 100.0),
+            SizedBy::LatencySlo => format!("the p99 SLO of {slo_ms} ms"),
+        };
         let note = format!(
-            "{} per hour ÷ ({} requests/s × {:.0} % utilization){from}",
+            "{replicas} × {} per hour × {HOURS_PER_MONTH:.0} hours = {} a month, ÷ {} requests; \
+             replicas set by {sized_by}{from}",
             usd(hourly),
-            grouped(throughput),
-            utilization * 100.0
+            usd(cost.monthly_serving_usd.0),
+            count(requests),
         );
-        (cost, note)
+        (cost.serving_cost_per_request_usd.0, note, Some((cost, input)))
     } else {
-        (c.num("serving"), "entered".to_string())
+        (c.num("serving"), "entered".to_string(), None)
     };
     let optimize = form.flag("optimize");
     let (extra, saving, accuracy) =
@@ -248,7 +303,28 @@ pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
             (Some(now), band)
         }
     };
-    Ok(Plan { requests, growth, serving, serving_note, baseline, optimized, uncertainty, spend_band })
+    Ok(Plan { requests, growth, serving, serving_note, capacity, baseline, optimized, uncertainty, spend_band })
+}
+
+impl Plan {
+    /// The fraction of the serving cost the optimization keeps (1 without one).
+    fn kept(&self) -> f64 {
+        match &self.optimized {
+            Some((_, be)) if self.serving > 0.0 => 1.0 - be.saving_per_request_usd.0 / self.serving,
+            _ => 1.0,
+        }
+    }
+
+    /// Serving cost per request at another monthly volume: the same figure when it was entered
+    /// per request; with capacity, the replicas that volume needs, priced by the hour.
+    pub fn serving_at(&self, requests: f64) -> f64 {
+        match &self.capacity {
+            None => self.serving,
+            Some((_, input)) => capacity_cost(&CapacityInput { requests_per_month: PerMonth(requests), ..*input })
+                .map(|c| c.serving_cost_per_request_usd.0)
+                .unwrap_or(f64::NAN),
+        }
+    }
 }
 
 /// Reads fields, keeping every reason one is wrong.
@@ -275,6 +351,12 @@ fn label_of(field: &str) -> &'static str {
         "extra_training_cost_usd" => "Extra training cost per retrain",
         "optimized_serving_cost_per_request_usd" => "Serving cost saved",
         "serving_saving_fraction" => "Serving cost saved",
+        "replica_price" => "Price of one replica",
+        "replica_throughput_rps" => "Throughput of one replica",
+        "max_utilization" => "Target utilization",
+        "min_replicas" => "Minimum replicas",
+        "slo_latency_s" => "Latency SLO (p99)",
+        "service_time_cv" => "Service time variation (cv)",
         _ => "Input",
     }
 }
@@ -286,8 +368,9 @@ fn short(id: &str) -> &str {
 /// Cost per request against monthly volume, baseline and optimized, with the break-even marked.
 pub fn volume_chart(p: &Plan, training: f64, retrains: f64) -> String {
     let volumes: Vec<f64> = (0..=40).map(|i| p.requests * 10f64.powf(-2.0 + 4.0 * f64::from(i) / 40.0)).collect();
-    let per_request = |train: f64, serving: f64| -> Vec<(f64, f64)> {
-        volumes.iter().map(|&r| (r, train * retrains / r + serving)).collect()
+    // Serving at each volume, scaled by what the optimization keeps of it.
+    let per_request = |train: f64, kept: f64| -> Vec<(f64, f64)> {
+        volumes.iter().map(|&r| (r, train * retrains / r + p.serving_at(r) * kept)).collect()
     };
     let mut chart =
         LineChart::new("Cost per request vs monthly volume", "requests per month (log)", "USD per request (log)");
@@ -295,11 +378,10 @@ pub fn volume_chart(p: &Plan, training: f64, retrains: f64) -> String {
     chart.y_log = true;
     chart.x_format = count;
     chart.y_format = usd;
-    chart.series.push(Series::new("baseline", per_request(training, p.serving)));
+    chart.series.push(Series::new("baseline", per_request(training, 1.0)));
     if let Some((_, be)) = &p.optimized {
         let extra = be.monthly_extra_training_usd.0 / retrains.max(f64::MIN_POSITIVE);
-        let optimized_serving = p.serving - be.saving_per_request_usd.0;
-        chart.series.push(Series::new("distilled / QAT", per_request(training + extra, optimized_serving)));
+        chart.series.push(Series::new("distilled / QAT", per_request(training + extra, p.kept())));
         if let Some(per_retrain) = be.break_even_requests_per_retrain {
             let monthly = per_retrain * retrains;
             if monthly.is_finite() && monthly > 0.0 {
@@ -314,18 +396,18 @@ pub fn volume_chart(p: &Plan, training: f64, retrains: f64) -> String {
 /// Monthly spend over the next 12 months at the growth rate, baseline and optimized.
 pub fn spend_chart(p: &Plan, training: f64, retrains: f64) -> String {
     let month_volume = |m: i32| p.requests * (1.0 + p.growth).powi(m);
-    let spend = |train: f64, serving: f64| -> Vec<(f64, f64)> {
-        (0..12).map(|m| (f64::from(m + 1), train * retrains + serving * month_volume(m))).collect()
+    let spend = |train: f64, kept: f64| -> Vec<(f64, f64)> {
+        (0..12)
+            .map(|m| (f64::from(m + 1), train * retrains + p.serving_at(month_volume(m)) * kept * month_volume(m)))
+            .collect()
     };
     let mut chart = LineChart::new("Monthly spend, next 12 months", "month", "USD per month");
     chart.x_format = |v| format!("{v:.0}");
     chart.y_format = usd;
-    chart.series.push(Series::new("baseline", spend(training, p.serving)));
+    chart.series.push(Series::new("baseline", spend(training, 1.0)));
     if let Some((_, be)) = &p.optimized {
         let extra = be.monthly_extra_training_usd.0 / retrains.max(f64::MIN_POSITIVE);
-        chart
-            .series
-            .push(Series::new("distilled / QAT", spend(training + extra, p.serving - be.saving_per_request_usd.0)));
+        chart.series.push(Series::new("distilled / QAT", spend(training + extra, p.kept())));
     }
     if !p.spend_band.is_empty() {
         chart.bands.push(Band {
@@ -397,6 +479,11 @@ pub fn PlannerPage() -> impl IntoView {
                         <NumberField form key="hourly"/>
                         <NumberField form key="throughput"/>
                         <NumberField form key="utilization"/>
+                        <NumberField form key="min_replicas" hint="Kept running at any volume; you pay for them busy or idle."/>
+                        <NumberField form key="slo_ms" hint="Adds replicas until the p99 latency (M/G/c queueing model) is within it."/>
+                        <Show when=move || form.num("slo_ms").is_ok_and(|v| v > 0.0)>
+                            <NumberField form key="cv" hint="1 for exponential service times; 0 for constant."/>
+                        </Show>
                     </Show>
                 </fieldset>
                 }.into_any()}
@@ -494,7 +581,8 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
             </div>
             {p.optimized.clone().map(|(o, be)| view! { <Verdict o be/> })}
         </div>
-        <p class="note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
+        {p.capacity.clone().map(|(c, _)| view! { <Capacity c/> })}
+        <p class="note" data-out="serving-note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
         {p.uncertainty.clone().map(|u| view! {
             <div class="card">
                 <h2>"With uncertainty"</h2>
@@ -514,6 +602,26 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
     }
 }
 
+/// Capacity bought by the replica-hour: how many, how busy, and what idles.
+#[component]
+fn Capacity(c: CapacityCost) -> impl IntoView {
+    view! {
+        <div class="card metric" data-card="capacity">
+            <h2>"Capacity"</h2>
+            <p class="big" data-out="replicas">{if c.replicas == 1 { "1 replica".to_string() } else { format!("{} replicas", grouped(f64::from(c.replicas))) }}</p>
+            <dl>
+                <dt>"Serving spend"</dt>
+                <dd data-out="capacity-monthly">{format!("{} a month", usd(c.monthly_serving_usd.0))}</dd>
+                <dt>"Utilization"</dt>
+                <dd data-out="utilization">{format!("{:.1} %", c.utilization * 100.0)}</dd>
+                <dt>"Paid for idle capacity"</dt>
+                <dd data-out="idle">{format!("{} a month", usd(c.monthly_idle_usd.0))}</dd>
+                {c.latency_at_quantile_s.map(|l| view! { <dt>"Latency at p99"</dt><dd data-out="p99">{model::format::seconds(l.0)}</dd> })}
+            </dl>
+        </div>
+    }
+}
+
 #[component]
 fn Verdict(o: Amortization, be: BreakEven) -> impl IntoView {
     let class = if be.worth_it { "card metric verdict good" } else { "card metric verdict bad" };
@@ -521,12 +629,20 @@ fn Verdict(o: Amortization, be: BreakEven) -> impl IntoView {
         <div class=class>
             <h2>"Distillation / QAT"</h2>
             <p class="big" data-out="verdict">{if be.worth_it { "Worth it" } else { "Not worth it" }}</p>
-            <p class="sub">{format!("{} per request; net {} per month", usd(o.total_cost_per_request_usd.0), usd(be.monthly_net_usd.0))}</p>
+            <p class="sub">{format!("{} per request", usd(o.total_cost_per_request_usd.0))}</p>
             <dl>
+                <dt>"Serving saved"</dt>
+                <dd data-out="gross-saving">{format!("{} a month", usd(be.monthly_saving_usd.0))}</dd>
+                <dt>"Extra training"</dt>
+                <dd data-out="extra-training">{format!("{} a month", usd(be.monthly_extra_training_usd.0))}</dd>
+                <dt>"Net"</dt>
+                <dd data-out="net">{format!("{} a month", usd(be.monthly_net_usd.0))}</dd>
                 <dt>"Break-even"</dt>
                 <dd data-out="break-even">{be.break_even_requests_per_retrain.map(|r| format!("{} requests per retrain", count(r))).unwrap_or_else(|| "never".into())}</dd>
-                <dt>"Pays back in"</dt>
-                <dd>{be.months_to_pay_back.filter(|m| m.is_finite()).map(|m| format!("{m:.2} months")).unwrap_or_else(|| "never".into())}</dd>
+                {be.months_to_pay_back.filter(|m| be.worth_it && m.is_finite()).map(|m| view! {
+                    <dt>"Pays back in"</dt>
+                    <dd data-out="pays-back">{format!("{m:.2} months")}</dd>
+                })}
                 <dt>"Accuracy"</dt>
                 <dd>{be.accuracy_delta.map(points).unwrap_or_else(|| "not given".into())}</dd>
             </dl>
@@ -578,12 +694,39 @@ mod tests {
     }
 
     #[test]
-    fn derived_serving_cost_is_price_over_useful_throughput() {
+    fn derived_serving_cost_is_replicas_by_the_hour() {
         owned(|| {
-            let f = form(&[("derive", "1"), ("hourly", "3.6"), ("throughput", "100"), ("utilization", "50")]);
+            // One replica at $2.50/h is $1,825 a month whatever it serves: 1M requests pay
+            // $0.001825 each, not the $0.0000029 a per-request price at 400 requests/s implies.
+            let f = form(&[("derive", "1"), ("requests", "1M"), ("hourly", "2.50"), ("throughput", "400")]);
             let p = plan(&f, &[]).unwrap();
-            // 3.6 USD an hour is 0.001 USD a second, over 50 requests a second.
-            assert!((p.serving - 2e-5).abs() < 1e-15, "{}", p.serving);
+            assert!((p.serving - 0.001_825).abs() < 1e-15, "{}", p.serving);
+            let (c, _) = p.capacity.clone().unwrap();
+            assert_eq!(c.replicas, 1);
+            assert!(
+                p.serving_note.starts_with("1 replica × $2.50 per hour × 730 hours = $1,825.00 a month"),
+                "{}",
+                p.serving_note
+            );
+            // At 2,628M requests (1,000/s) and 60 %: 5 replicas.
+            let f = form(&[("derive", "1"), ("requests", "2628M"), ("hourly", "2.50"), ("throughput", "400")]);
+            let p = plan(&f, &[]).unwrap();
+            assert_eq!(p.capacity.as_ref().unwrap().0.replicas, 5);
+            // A minimum of three replicas costs three replicas at 1M requests.
+            let f = form(&[
+                ("derive", "1"),
+                ("requests", "1M"),
+                ("hourly", "2.50"),
+                ("throughput", "400"),
+                ("min_replicas", "3"),
+            ]);
+            let p = plan(&f, &[]).unwrap();
+            assert!((p.serving - 3.0 * 0.001_825).abs() < 1e-15);
+            assert!((p.serving_at(2e6) - 3.0 * 0.001_825 / 2.0).abs() < 1e-15, "volume spreads the same spend");
+            let bad = form(&[("derive", "1"), ("min_replicas", "1.5")]);
+            assert_eq!(plan(&bad, &[]).unwrap_err(), vec!["Minimum replicas: must be a whole number".to_string()]);
+            let unreachable = form(&[("derive", "1"), ("throughput", "400"), ("slo_ms", "0.1")]);
+            assert!(plan(&unreachable, &[]).unwrap_err()[0].starts_with("Latency SLO (p99): is below"));
         })
     }
 

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::checks::{ModelError, non_negative, positive};
-use crate::units::{PerMonth, PerSecond, Usd, UsdPerHour, UsdPerMonth};
+use crate::checks::{ModelError, non_negative, positive, utilization_cap};
+use crate::queue::{MAX_REPLICAS, Queue, ReplicaInput, size_replicas};
+use crate::units::{PerMonth, PerSecond, SECONDS_PER_MONTH, Seconds, Usd, UsdPerHour, UsdPerMonth};
 
 /// Inputs of [`amortize`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -109,17 +110,17 @@ pub fn break_even(input: &BreakEvenInput) -> Result<BreakEven, ModelError> {
         "The optimized model does not serve a request more cheaply, so the extra training never pays back.".to_string()
     } else if worth_it {
         format!(
-            "Each extra training is repaid in {:.2} months, before the next retrain in {:.2} months; net saving {:.2} USD per month.",
+            "Each extra training is repaid in {:.2} months, before the next retrain in {:.2} months; net saving {} a month.",
             months_to_pay_back.unwrap_or(0.0),
             retrain_interval(input.retrains_per_month),
-            net.0
+            crate::format::usd(net.0)
         )
     } else {
         format!(
-            "Each extra training needs {:.2} months of savings but the model is retrained every {:.2} months; net cost {:.2} USD per month.",
+            "Each extra training needs {:.2} months of savings but the model is retrained every {:.2} months; net cost {} a month.",
             months_to_pay_back.unwrap_or(f64::INFINITY),
             retrain_interval(input.retrains_per_month),
-            -net.0
+            crate::format::usd(-net.0)
         )
     };
     Ok(BreakEven {
@@ -147,6 +148,128 @@ pub fn serving_cost_per_request(price: UsdPerHour, replicas: u32, rate: PerSecon
         return Err(crate::FieldError::new("replicas", "must be at least 1"));
     }
     Ok((price * f64::from(replicas)) / rate)
+}
+
+/// A latency objective: `quantile` (e.g. 0.99) of requests within `latency_s`, for a service
+/// time whose standard deviation over mean is `service_time_cv` (1 = exponential).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LatencySlo {
+    pub latency_s: Seconds,
+    pub quantile: f64,
+    pub service_time_cv: f64,
+}
+
+/// Inputs of [`capacity_cost`]: serving bought by the replica-hour.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CapacityInput {
+    pub requests_per_month: PerMonth,
+    /// Price of one replica, paid every hour it runs, busy or not.
+    pub replica_price: UsdPerHour,
+    /// Requests per second one replica completes when it is always busy.
+    pub replica_throughput_rps: PerSecond,
+    /// Highest planned utilization per replica, in (0, 1].
+    pub max_utilization: f64,
+    /// Replicas kept running whatever the load (at least 1 is always kept).
+    pub min_replicas: u32,
+    /// The latency the replicas must also meet; `None` sizes by utilization alone.
+    pub slo: Option<LatencySlo>,
+}
+
+/// Why a [`CapacityCost`] has the replicas it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SizedBy {
+    /// The configured minimum (or one replica) is more than the load needs.
+    Minimum,
+    /// The utilization cap.
+    Utilization,
+    /// The latency objective needs more replicas than the utilization cap.
+    LatencySlo,
+}
+
+/// Result of [`capacity_cost`], over an average month of [`HOURS_PER_MONTH`](crate::units::HOURS_PER_MONTH) hours.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CapacityCost {
+    pub replicas: u32,
+    pub sized_by: SizedBy,
+    /// Average busy fraction of the replicas at the monthly volume.
+    pub utilization: f64,
+    /// Replicas × hourly price × hours in the month.
+    pub monthly_serving_usd: UsdPerMonth,
+    /// The part of the monthly serving spend paid for idle capacity: spend × (1 − utilization).
+    pub monthly_idle_usd: UsdPerMonth,
+    /// Monthly serving spend ÷ requests.
+    pub serving_cost_per_request_usd: Usd,
+    /// The latency at the SLO's quantile with these replicas, when an SLO was given.
+    pub latency_at_quantile_s: Option<Seconds>,
+}
+
+/// Serving cost of capacity: replicas = the fewest that keep utilization at or below the cap
+/// and, given an SLO, meet it in the M/G/c queueing model ([`size_replicas`]); never fewer
+/// than the minimum or one. Capacity is paid whether or not it is busy, so the monthly spend is
+/// replicas × price × [`HOURS_PER_MONTH`](crate::units::HOURS_PER_MONTH) and the cost per request is that over the requests.
+pub fn capacity_cost(input: &CapacityInput) -> Result<CapacityCost, ModelError> {
+    positive("requests_per_month", input.requests_per_month.0)?;
+    non_negative("replica_price", input.replica_price.0)?;
+    let throughput = positive("replica_throughput_rps", input.replica_throughput_rps.0)?;
+    let cap = utilization_cap("max_utilization", input.max_utilization)?;
+    if input.min_replicas > MAX_REPLICAS {
+        return Err(crate::FieldError::new("min_replicas", format!("must be at most {MAX_REPLICAS}")));
+    }
+    let rate = input.requests_per_month.0 / SECONDS_PER_MONTH;
+    // Replicas' worth of load at the cap, fractional.
+    let load = rate / (throughput * cap);
+    if load.ceil() > f64::from(MAX_REPLICAS) {
+        return Err(crate::FieldError::new(
+            "requests_per_month",
+            format!("needs more than {MAX_REPLICAS} replicas at this throughput"),
+        ));
+    }
+    let by_utilization = (load.ceil() as u32).max(1);
+    let by_slo = match input.slo {
+        None => 0,
+        Some(slo) => {
+            size_replicas(&ReplicaInput {
+                arrival_rate_rps: PerSecond(rate),
+                service_time_mean_s: Seconds(1.0 / throughput),
+                service_time_cv: slo.service_time_cv,
+                slo_latency_s: slo.latency_s,
+                slo_quantile: slo.quantile,
+                max_utilization: cap,
+                burst_factor: 1.0,
+            })?
+            .replicas
+        }
+    };
+    let floor = input.min_replicas.max(1);
+    let replicas = floor.max(by_utilization).max(by_slo);
+    let sized_by = if by_slo > by_utilization.max(floor) {
+        SizedBy::LatencySlo
+    } else if by_utilization < floor || load < 1.0 {
+        SizedBy::Minimum
+    } else {
+        SizedBy::Utilization
+    };
+    let latency_at_quantile_s = input.slo.and_then(|slo| {
+        Queue::new(rate, 1.0 / throughput, slo.service_time_cv, replicas).map(|q| Seconds(q.quantile(slo.quantile)))
+    });
+    let utilization = rate / (throughput * f64::from(replicas));
+    let monthly = (input.replica_price * f64::from(replicas)).per_month();
+    Ok(CapacityCost {
+        replicas,
+        sized_by,
+        utilization,
+        monthly_serving_usd: monthly,
+        monthly_idle_usd: monthly * (1.0 - utilization),
+        serving_cost_per_request_usd: monthly / input.requests_per_month,
+        latency_at_quantile_s,
+    })
 }
 
 #[cfg(test)]
@@ -247,6 +370,89 @@ mod tests {
                 prop_assert_eq!(b.worth_it, per_retrain > b.break_even_requests_per_retrain.unwrap());
             }
             prop_assert!(b.monthly_net_usd.0.is_finite());
+        }
+    }
+
+    fn capacity(requests: f64, hourly: f64, throughput: f64, cap: f64, min: u32) -> CapacityInput {
+        CapacityInput {
+            requests_per_month: PerMonth(requests),
+            replica_price: UsdPerHour(hourly),
+            replica_throughput_rps: PerSecond(throughput),
+            max_utilization: cap,
+            min_replicas: min,
+            slo: None,
+        }
+    }
+
+    #[test]
+    fn capacity_is_paid_by_the_hour_busy_or_not() {
+        // One replica at $2.50/h runs 730 h a month: $1,825, whatever the volume it serves.
+        let c = capacity_cost(&capacity(1e6, 2.5, 400.0, 0.6, 1)).unwrap();
+        assert_eq!(c.replicas, 1);
+        assert_eq!(c.sized_by, SizedBy::Minimum);
+        assert!((c.monthly_serving_usd.0 - 1_825.0).abs() < 1e-9);
+        assert!((c.serving_cost_per_request_usd.0 - 0.001_825).abs() < 1e-15);
+        // 1M requests a month is 0.38 requests/s: the replica is idle 99.9 % of the time.
+        let busy = 1e6 / SECONDS_PER_MONTH / 400.0;
+        assert!((c.utilization - busy).abs() < 1e-15);
+        assert!((c.monthly_idle_usd.0 - 1_825.0 * (1.0 - busy)).abs() < 1e-9);
+        // Ten times the volume on the same replica: the same spend, a tenth the cost per request.
+        let c10 = capacity_cost(&capacity(1e7, 2.5, 400.0, 0.6, 1)).unwrap();
+        assert_eq!(c10.monthly_serving_usd, c.monthly_serving_usd);
+        assert!((c10.serving_cost_per_request_usd.0 * 10.0 - c.serving_cost_per_request_usd.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn replicas_follow_the_utilization_cap_then_the_minimum() {
+        // 2,628M requests a month = 1,000 requests/s; 400 per replica at 60 % → 4.17 → 5 replicas.
+        let c = capacity_cost(&capacity(1_000.0 * SECONDS_PER_MONTH, 2.0, 400.0, 0.6, 1)).unwrap();
+        assert_eq!((c.replicas, c.sized_by), (5, SizedBy::Utilization));
+        assert!((c.utilization - 0.5).abs() < 1e-12);
+        assert!((c.monthly_serving_usd.0 - 5.0 * 2.0 * 730.0).abs() < 1e-9);
+        let floor = capacity_cost(&capacity(1_000.0 * SECONDS_PER_MONTH, 2.0, 400.0, 0.6, 8)).unwrap();
+        assert_eq!((floor.replicas, floor.sized_by), (8, SizedBy::Minimum));
+        assert!(capacity_cost(&capacity(1e6, 2.0, 0.0, 0.6, 1)).is_err());
+        assert_eq!(capacity_cost(&capacity(1e6, 2.0, 400.0, 0.0, 1)).unwrap_err().field, "max_utilization");
+        assert_eq!(capacity_cost(&capacity(1e30, 2.0, 1.0, 0.6, 1)).unwrap_err().field, "requests_per_month");
+    }
+
+    #[test]
+    fn a_tight_latency_objective_buys_more_replicas_than_the_cap() {
+        // 1,000 requests/s, 10 ms each (100/s per replica): the cap at 90 % needs 12 replicas;
+        // a p99 of 48 ms (just above the service time's own p99, 46 ms) needs more.
+        let mut input = capacity(1_000.0 * SECONDS_PER_MONTH, 1.0, 100.0, 0.9, 1);
+        let loose = capacity_cost(&input).unwrap();
+        assert_eq!((loose.replicas, loose.sized_by), (12, SizedBy::Utilization));
+        input.slo = Some(LatencySlo { latency_s: Seconds(0.048), quantile: 0.99, service_time_cv: 1.0 });
+        let tight = capacity_cost(&input).unwrap();
+        assert!(tight.replicas > loose.replicas, "{tight:?}");
+        assert_eq!(tight.sized_by, SizedBy::LatencySlo);
+        assert!(tight.latency_at_quantile_s.unwrap().0 <= 0.048);
+        let fewer = Queue::new(1_000.0, 0.01, 1.0, tight.replicas - 1).unwrap();
+        assert!(fewer.quantile(0.99) > 0.048, "one replica fewer would meet it too");
+        input.slo = Some(LatencySlo { latency_s: Seconds(0.001), quantile: 0.99, service_time_cv: 1.0 });
+        assert_eq!(capacity_cost(&input).unwrap_err().field, "slo_latency_s");
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_spend_is_replicas_times_price_times_hours(
+            requests in 1.0f64..1e12, hourly in 0.0f64..100.0, throughput in 0.1f64..1e5,
+            cap in 0.05f64..1.0, min in 0u32..50,
+        ) {
+            let input = capacity(requests, hourly, throughput, cap, min);
+            if let Ok(c) = capacity_cost(&input) {
+                prop_assert!(c.replicas >= min.max(1));
+                prop_assert!(c.utilization <= cap + 1e-12, "{c:?}");
+                let spend = f64::from(c.replicas) * hourly * 730.0;
+                prop_assert!((c.monthly_serving_usd.0 - spend).abs() <= 1e-9 * spend.max(1.0));
+                prop_assert!((c.serving_cost_per_request_usd.0 * requests - spend).abs() <= 1e-9 * spend.max(1.0));
+                prop_assert!(c.monthly_idle_usd.0 >= 0.0 && c.monthly_idle_usd.0 <= c.monthly_serving_usd.0);
+                // One replica fewer would break the cap or the minimum.
+                if c.replicas > min.max(1) {
+                    prop_assert!(requests / SECONDS_PER_MONTH / (throughput * f64::from(c.replicas - 1)) > cap);
+                }
+            }
         }
     }
 }

@@ -45,25 +45,30 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-/// US dollars as money: cents for amounts under ten thousand, whole dollars above, grouped
-/// thousands, and three significant figures for fractions of a cent (`$0.000123`).
+/// US dollars as money, the one formatter every page, chart axis and export uses: cents from
+/// $1 up (`$1,234.57`), and below a dollar at least three significant digits (`$0.0110`,
+/// `$0.000123`), so a cost per request is never rounded to whole cents.
 pub fn usd(value: f64) -> String {
     if !value.is_finite() {
         return "—".to_string();
     }
-    let sign = if value < 0.0 { "−" } else { "" };
     let v = value.abs();
-    let body = if v == 0.0 {
-        "0.00".to_string()
-    } else if v >= 10_000.0 {
-        grouped(v.round())
-    } else if v >= 0.01 {
-        let cents = (v * 100.0).round();
-        format!("{}.{:02}", grouped((cents / 100.0).trunc()), (cents % 100.0) as u64)
-    } else {
-        let digits = (2 - v.log10().floor() as i32).clamp(2, 12) as usize;
+    // Three significant digits below a dollar: the first is at 10^floor(log10 v). Rounding can
+    // carry into a new leading digit ($0.09996 → $0.1000), which keeps three anyway; an amount
+    // that rounds to a dollar is shown in cents.
+    let below_a_dollar = (v > 0.0 && v < 1.0).then(|| {
+        let digits = (2 - v.log10().floor() as i32).clamp(2, 15) as usize;
         format!("{v:.digits$}")
+    });
+    let body = match below_a_dollar {
+        _ if v == 0.0 => "0.00".to_string(),
+        Some(text) if !text.starts_with('1') => text,
+        _ => {
+            let cents = (v * 100.0).round();
+            format!("{}.{:02}", grouped((cents / 100.0).trunc()), (cents % 100.0) as u64)
+        }
     };
+    let sign = if value < 0.0 && body.bytes().any(|b| (b'1'..=b'9').contains(&b)) { "−" } else { "" };
     format!("{sign}${body}")
 }
 
@@ -157,9 +162,14 @@ mod tests {
 
     #[test]
     fn money_is_grouped_and_keeps_small_amounts_readable() {
-        assert_eq!(usd(1234567.4), "$1,234,567");
+        assert_eq!(usd(1234567.4), "$1,234,567.40");
         assert_eq!(usd(1234.565), "$1,234.57");
-        assert_eq!(usd(0.5), "$0.50");
+        assert_eq!(usd(0.5), "$0.500");
+        assert_eq!(usd(0.011), "$0.0110");
+        assert_eq!(usd(0.016), "$0.0160");
+        assert_eq!(usd(0.999), "$0.999");
+        assert_eq!(usd(0.9996), "$1.00");
+        assert_eq!(usd(12_345.678), "$12,345.68");
         assert_eq!(usd(0.000_123_4), "$0.000123");
         assert_eq!(usd(-12.0), "−$12.00");
         assert_eq!(usd(0.0), "$0.00");
@@ -179,5 +189,35 @@ mod tests {
         assert_eq!(seconds(1.5), "1.50 s");
         assert_eq!(points(-0.015), "−1.50 pt");
         assert_eq!(points(0.0028), "+0.28 pt");
+    }
+
+    /// The number a formatted amount shows, read back.
+    fn shown(text: &str) -> f64 {
+        let negative = text.starts_with('−');
+        let digits: String = text.chars().filter(|c| c.is_ascii_digit() || *c == '.').collect();
+        let v: f64 = digits.parse().unwrap();
+        if negative { -v } else { v }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn money_shows_cents_from_a_dollar_and_three_significant_digits_below(
+            mantissa in 1.0f64..10.0, exponent in -9i32..13, negative: bool
+        ) {
+            let value = mantissa * 10f64.powi(exponent) * if negative { -1.0 } else { 1.0 };
+            let text = usd(value);
+            let back = shown(&text);
+            proptest::prop_assert!(text.starts_with(if negative { "−$" } else { "$" }), "{text}");
+            if value.abs() >= 0.9995 {
+                // Whole cents, grouped thousands, two decimals.
+                proptest::prop_assert!(text.ends_with(|c: char| c.is_ascii_digit()));
+                proptest::prop_assert_eq!(text.split('.').nth(1).map(str::len), Some(2), "{}", text);
+                proptest::prop_assert!((back - value).abs() <= 0.005 + value.abs() * 1e-15, "{value} → {text}");
+            } else {
+                let significant = text.trim_start_matches(['−', '$', '0', '.']).len();
+                proptest::prop_assert!(significant >= 3, "{value} → {text}");
+                proptest::prop_assert!((back - value).abs() <= 0.005 * value.abs() * 1.000_001, "{value} → {text}");
+            }
+        }
     }
 }
