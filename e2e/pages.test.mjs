@@ -114,7 +114,7 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   assert.match(await rec.innerText(), /measured \(run [0-9a-f]{8}\)/);
   assert.match(await page.locator('[data-chart=pareto] svg').getAttribute('aria-label'), /Pareto/);
   assert.ok(await page.locator('table.alternatives tbody tr').count() >= 1);
-  assert.match(await page.locator('table.hardware').innerText(), /\$0\.36\/h.*price from price catalog v1 \(AWS EC2/s);
+  assert.match(await page.locator('table.hardware').innerText(), /\$0\.357\/h.*price from price catalog v1 \(AWS EC2/s);
   await hydrated(page);
   // A served model 2,000× the reference model's cost needs more replicas: the cost follows.
   const monthly = await page.locator('[data-out=monthly-cost]').innerText();
@@ -172,6 +172,7 @@ test('transport and run pages: a recommendation with its reason, and the run cha
   const pick = page.locator('[data-out=transport]');
   await pick.waitFor();
   assert.ok((await pick.innerText()).length > 0);
+  assert.doesNotMatch(await pick.innerText(), /_/, 'the transport is named in words, not as an identifier');
   assert.ok(await page.locator('table.transports tbody tr').count() >= 3);
   assert.match(await page.locator('[data-chart=transport]').innerHTML(), /floor/);
   await noNaN(page);
@@ -225,13 +226,18 @@ test('reports: a report built from the saved scenario, its total, chart and down
   await page.getByText('New report from saved scenarios').waitFor();
   await hydrated(page);
   await page.fill('#report-name', 'November');
+  // The dates default to last month; the plan below is for November 2026.
+  const lastMonth = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 0));
+  assert.equal(await page.inputValue('#report-to'), lastMonth.toISOString().slice(0, 10));
+  await page.fill('#report-from', '2026-11-01');
+  await page.fill('#report-to', '2026-11-30');
   await page.click('button:has-text("Build report")');
   await page.getByRole('status').filter({ hasText: 'Built “November”: 1 deployment,' }).waitFor();
   const total = page.locator('[data-out=report-total]');
   await total.waitFor();
   // The saved plan: 123M requests a month at 0.0001 USD, 45,000 USD training once a month,
-  // over the 30 days of November (30 / 30.4375 of a month).
-  const months = 30 / 30.4375;
+  // over the 30 days of November (30 / 30.42 of a billing month of 730 hours).
+  const months = 30 / (730 / 24);
   const expected = (123e6 * months * 0.0001) + 45000 * months;
   const shown = Number((await total.innerText()).replace(/[$,]/g, ''));
   assert.ok(Math.abs(shown - expected) < 1, `${shown} vs ${expected}`);

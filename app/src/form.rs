@@ -201,7 +201,14 @@ fn encode(text: &str) -> String {
 
 /// A labelled number input, marked with the reason when what is typed is not acceptable.
 #[component]
-pub fn NumberField(form: Form, key: &'static str, #[prop(optional)] hint: &'static str) -> impl IntoView {
+pub fn NumberField(
+    form: Form,
+    key: &'static str,
+    #[prop(optional)] hint: &'static str,
+    /// A hint that follows the inputs (a range, a derived figure).
+    #[prop(optional, into)]
+    live_hint: Option<Signal<String>>,
+) -> impl IntoView {
     let spec = form.spec(key);
     let value = form.signal(key);
     let error = move || spec.check(&value.get()).err();
@@ -227,6 +234,7 @@ pub fn NumberField(form: Form, key: &'static str, #[prop(optional)] hint: &'stat
                 <span class="unit">{spec.unit}</span>
             </div>
             {(!hint.is_empty()).then(|| view! { <p class="hint">{hint}</p> })}
+            {live_hint.map(|h| view! { <p class="hint" data-hint=key>{move || h.get()}</p> })}
             <p class="field-error" id=error_id role="alert">{move || error().unwrap_or_default()}</p>
         </div>
     }

@@ -94,49 +94,23 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec { key: "accuracy", label: "Accuracy change", unit: "points", default: "-0.3", rule: Rule::Any },
     FieldSpec { key: "uncertain", label: "Uncertainty: enter ranges", unit: "", default: "0", rule: Rule::Flag },
     FieldSpec {
-        key: "requests_lo",
-        label: "Requests per month, P10",
-        unit: "requests",
-        default: "35M",
-        rule: Rule::Positive,
+        key: "requests_pm", label: "Requests per month, ±", unit: "%", default: "30", rule: Rule::NonNegative
     },
     FieldSpec {
-        key: "requests_hi",
-        label: "Requests per month, P90",
-        unit: "requests",
-        default: "80M",
-        rule: Rule::Positive,
+        key: "training_pm",
+        label: "Cost of one training, ±",
+        unit: "%",
+        default: "25",
+        rule: Rule::NonNegative,
     },
     FieldSpec {
-        key: "training_lo",
-        label: "Cost of one training, P10",
-        unit: "USD",
-        default: "15000",
-        rule: Rule::Positive,
+        key: "serving_pm",
+        label: "Serving cost per request, ±",
+        unit: "%",
+        default: "25",
+        rule: Rule::NonNegative,
     },
-    FieldSpec {
-        key: "training_hi",
-        label: "Cost of one training, P90",
-        unit: "USD",
-        default: "30000",
-        rule: Rule::Positive,
-    },
-    FieldSpec {
-        key: "serving_lo",
-        label: "Serving cost per request, P10",
-        unit: "USD",
-        default: "0.00008",
-        rule: Rule::Positive,
-    },
-    FieldSpec {
-        key: "serving_hi",
-        label: "Serving cost per request, P90",
-        unit: "USD",
-        default: "0.00013",
-        rule: Rule::Positive,
-    },
-    FieldSpec { key: "saving_lo", label: "Serving cost saved, P10", unit: "%", default: "15", rule: Rule::Percent },
-    FieldSpec { key: "saving_hi", label: "Serving cost saved, P90", unit: "%", default: "35", rule: Rule::Percent },
+    FieldSpec { key: "saving_pm", label: "Serving cost saved, ±", unit: "%", default: "40", rule: Rule::NonNegative },
 ];
 
 /// Everything the page shows, from one set of inputs.
@@ -219,11 +193,18 @@ pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
     let optimize = form.flag("optimize");
     let (extra, saving, accuracy) =
         if optimize { (c.num("extra"), c.num("saving") / 100.0, c.num("accuracy") / 100.0) } else { (0.0, 0.0, 0.0) };
-    let ranges = form.flag("uncertain").then(|| {
-        let r = (c.num("requests_lo"), c.num("requests_hi"));
-        let t = (c.num("training_lo"), c.num("training_hi"));
-        let s = (c.num("serving_lo"), c.num("serving_hi"));
-        let v = if optimize { (c.num("saving_lo"), c.num("saving_hi")) } else { (0.0, 0.0) };
+    let spreads = form.flag("uncertain").then(|| {
+        let r = c.num("requests_pm") / 100.0;
+        let t = c.num("training_pm") / 100.0;
+        let s = c.num("serving_pm") / 100.0;
+        let v = if optimize { c.num("saving_pm") / 100.0 } else { 0.0 };
+        if optimize && saving * (1.0 + v) >= 1.0 {
+            c.errors.push(format!(
+                "Serving cost saved, ±: {:.0} % + {:.0} % of it reaches 100 %; make the range narrower",
+                saving * 100.0,
+                v * 100.0
+            ));
+        }
         (r, t, s, v)
     });
     if !c.errors.is_empty() {
@@ -259,40 +240,25 @@ pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
     } else {
         None
     };
-    let (uncertainty, spend_band) = match ranges {
+    let (uncertainty, spend_band) = match spreads {
         None => (None, vec![]),
         Some((r, t, s, v)) => {
-            let range = |label: &str, (lo, hi): (f64, f64)| -> Result<Dist, Vec<String>> {
-                if lo > hi {
-                    Err(vec![format!("{label}: the P10 is above the P90")])
-                } else if lo == hi {
-                    Ok(Dist::Fixed { value: lo })
-                } else {
-                    Ok(Dist::LogNormal { p10: lo, p90: hi })
-                }
+            // Each range is centred on the value entered above, so the simulation answers the
+            // same question as the point figures beside it.
+            let input = |requests: f64, samples| UncertaintyInput {
+                training_cost_usd: Dist::around(training, t),
+                retrains_per_month: Dist::Fixed { value: retrains },
+                requests_per_month: Dist::around(requests, r),
+                serving_cost_per_request_usd: Dist::around(serving, s),
+                extra_training_cost_usd: optimize.then_some(Dist::Fixed { value: extra }),
+                serving_saving_fraction: optimize.then(|| Dist::around(saving, v)),
+                samples,
+                seed: 7,
             };
-            let input = |requests: Dist, samples| -> Result<UncertaintyInput, Vec<String>> {
-                Ok(UncertaintyInput {
-                    training_cost_usd: range("Cost of one training", t)?,
-                    retrains_per_month: Dist::Fixed { value: retrains },
-                    requests_per_month: requests,
-                    serving_cost_per_request_usd: range("Serving cost per request", s)?,
-                    extra_training_cost_usd: optimize.then_some(Dist::Fixed { value: extra }),
-                    serving_saving_fraction: if optimize {
-                        Some(range("Serving cost saved", (v.0 / 100.0, v.1 / 100.0))?)
-                    } else {
-                        None
-                    },
-                    samples,
-                    seed: 7,
-                })
-            };
-            let now = simulate(&input(range("Requests per month", r)?, 20_000)?).map_err(model_error)?;
+            let now = simulate(&input(requests, 20_000)).map_err(model_error)?;
             let mut band = Vec::with_capacity(12);
             for month in 0..12 {
-                let g = (1.0 + growth).powi(month);
-                let requests = range("Requests per month", (r.0 * g, r.1 * g))?;
-                let u = simulate(&input(requests, 2_000)?).map_err(model_error)?;
+                let u = simulate(&input(requests * (1.0 + growth).powi(month), 2_000)).map_err(model_error)?;
                 band.push((
                     f64::from(month + 1),
                     u.monthly_total_usd.p10,
@@ -503,12 +469,13 @@ pub fn PlannerPage() -> impl IntoView {
                     <legend>"Uncertainty"</legend>
                     <FlagField form key="uncertain"/>
                     <Show when=move || form.flag("uncertain")>
-                        <p class="hint">"Give the range you are 80 % sure of; the model draws 20,000 log-normal samples."</p>
-                        <div class="pair"><NumberField form key="requests_lo"/><NumberField form key="requests_hi"/></div>
-                        <div class="pair"><NumberField form key="training_lo"/><NumberField form key="training_hi"/></div>
-                        <div class="pair"><NumberField form key="serving_lo"/><NumberField form key="serving_hi"/></div>
+                        <p class="hint">"How far each value above may be off: ±30 % means 80 % sure it lies between the value ÷ 1.3 and × 1.3. The model draws 20,000 log-normal samples centred on the values entered."</p>
+                        <SpreadField form key="requests_pm" value=Signal::derive(move || form.num("requests").ok()) show=count/>
+                        <SpreadField form key="training_pm" value=Signal::derive(move || form.num("training").ok()) show=usd/>
+                        // The serving cost the plan used, entered or derived from hardware.
+                        <SpreadField form key="serving_pm" value=Signal::derive(move || result.get().ok().map(|p| p.serving)) show=usd/>
                         <Show when=move || form.flag("optimize")>
-                            <div class="pair"><NumberField form key="saving_lo"/><NumberField form key="saving_hi"/></div>
+                            <SpreadField form key="saving_pm" value=Signal::derive(move || form.num("saving").ok()) show=|v| format!("{v:.1} %")/>
                         </Show>
                     </Show>
                 </fieldset>
@@ -528,6 +495,16 @@ pub fn PlannerPage() -> impl IntoView {
             </section>
         </div>
     }
+}
+
+/// A "±" field with the P10–P90 range it gives the value it qualifies.
+#[component]
+fn SpreadField(form: Form, key: &'static str, value: Signal<Option<f64>>, show: fn(f64) -> String) -> impl IntoView {
+    let range = move || {
+        let (lo, hi) = Dist::around(value.get()?, form.num(key).ok()? / 100.0).range()?;
+        Some(format!("P10–P90: {} – {}", show(lo), show(hi)))
+    };
+    view! { <NumberField form key live_hint=Signal::derive(move || range().unwrap_or_default())/> }
 }
 
 #[component]
@@ -731,15 +708,35 @@ mod tests {
     }
 
     #[test]
-    fn uncertainty_gives_a_band_for_each_month() {
+    fn uncertainty_gives_a_band_for_each_month_centred_on_the_entered_values() {
         owned(|| {
             let p = plan(&form(&[("uncertain", "1")]), &[]).unwrap();
             let u = p.uncertainty.unwrap();
             assert!(u.cost_per_request_usd.p10 < u.cost_per_request_usd.p90);
+            let point = p.baseline.total_cost_per_request_usd.0;
+            assert!(
+                (u.cost_per_request_usd.p50 / point - 1.0).abs() < 0.03,
+                "{} vs {point}",
+                u.cost_per_request_usd.p50
+            );
             assert_eq!(p.spend_band.len(), 12);
             assert!(p.spend_band.iter().all(|&(_, lo, mid, hi)| lo <= mid && mid <= hi));
-            let crossed = plan(&form(&[("uncertain", "1"), ("requests_lo", "90M"), ("requests_hi", "80M")]), &[]);
-            assert_eq!(crossed.unwrap_err(), vec!["Requests per month: the P10 is above the P90".to_string()]);
+            // The verdict and the probability agree: the seed's worked distillation (net $4,000
+            // a month on $9,000 gross) saves money in most draws.
+            let f = form(&[
+                ("uncertain", "1"),
+                ("requests", "1M"),
+                ("training", "1000"),
+                ("serving", "0.01"),
+                ("extra", "5000"),
+                ("saving", "90"),
+                ("saving_pm", "5"),
+            ]);
+            let p = plan(&f, &[]).unwrap();
+            assert!(p.optimized.as_ref().unwrap().1.worth_it);
+            assert!(p.uncertainty.unwrap().probability_break_even.unwrap() > 0.5);
+            let wide = plan(&form(&[("uncertain", "1"), ("saving", "90"), ("saving_pm", "20")]), &[]);
+            assert!(wide.unwrap_err()[0].starts_with("Serving cost saved, ±: 90 % + 20 % of it reaches 100 %"));
         })
     }
 }

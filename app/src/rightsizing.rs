@@ -73,6 +73,9 @@ pub struct Sizing {
     pub quantile: f64,
 }
 
+/// Why there is nothing to size yet: not a mistake in the fields, so not shown as one.
+pub const NOTHING_MEASURED: &str = "No node has a quantization run yet.";
+
 pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> {
     let mut errors = Vec::new();
     let mut num = |key: &str| {
@@ -148,10 +151,7 @@ pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> 
         ));
     }
     if hardware.is_empty() {
-        return Err(vec![
-            "No candidate: no node has a quantization run yet. Run `measurements-agent run quant` on a node, or add a candidate by hand."
-                .into(),
-        ]);
+        return Err(vec![NOTHING_MEASURED.into()]);
     }
     let input = RightSizeInput {
         arrival_rate_rps: PerSecond(rate),
@@ -287,7 +287,17 @@ fn TextField(form: Form, key: &'static str) -> impl IntoView {
 #[component]
 fn Outputs(form: Form, nodes: Vec<MeasuredNode>) -> impl IntoView {
     let result = Memo::new(move |_| size(&form, &nodes));
-    move || match result.get() {
+    move || {
+        match result.get() {
+        Err(errors) if errors.iter().any(|e| e == NOTHING_MEASURED) => view! {
+            <div class="card notice" data-out="nothing-measured">
+                <h2>"Nothing measured yet"</h2>
+                <p>"Right-sizing needs a node's measured service times. On each node you could serve from, run:"</p>
+                <pre><code>"measurements-agent run quant --server URL --token TOKEN"</code></pre>
+                <p>"with this server's address as URL and an agent token from "<code>"headroom-server admin create-agent-token --name NODE"</code>". Or tick “Add a candidate by hand” above."</p>
+            </div>
+        }
+        .into_any(),
         Err(errors) => view! {
             <div class="card problems" role="alert">
                 <h2>"Fix the marked fields"</h2>
@@ -296,6 +306,7 @@ fn Outputs(form: Form, nodes: Vec<MeasuredNode>) -> impl IntoView {
         }
         .into_any(),
         Ok(s) => view! { <SizingView s/> }.into_any(),
+    }
     }
 }
 

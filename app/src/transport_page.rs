@@ -8,7 +8,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use model::format::{bytes, seconds, usd, utc_minute};
 use model::measured::TransportPoint;
-use model::transport::{Placement, TransportAdvice, TransportInput, advise_transport};
+use model::transport::{Placement, TransportAdvice, TransportInput, advise_transport, transport_name};
 use model::units::{PerSecond, Seconds, UsdPerHour};
 
 use crate::charts::{LineChart, Series, line_chart};
@@ -220,7 +220,7 @@ fn ChoiceView(c: Choice, run_id: String) -> impl IntoView {
     view! {
         <div class=if advice.recommended.is_some() { "card verdict good" } else { "card verdict bad" }>
             <h2>"Recommendation"</h2>
-            <p class="big" data-out="transport">{advice.recommended.clone().unwrap_or_else(|| "none fits".into())}</p>
+            <p class="big" data-out="transport">{advice.recommended.as_deref().map(transport_name).unwrap_or_else(|| "none fits".into())}</p>
             <p class="reason">{advice.reason.clone()}</p>
             <p class="note">{format!("Figures for {} payloads measured with the ends on {}, run ", bytes(c.payload_used as f64), c.measured_placement.replace('_', " "))}<a href=format!("/runs/{run_id}")>{run_id[..8.min(run_id.len())].to_string()}</a>"."</p>
         </div>
@@ -231,7 +231,7 @@ fn ChoiceView(c: Choice, run_id: String) -> impl IntoView {
                     <tbody>
                         {advice.options.iter().map(|o| view! {
                             <tr class:excluded=o.excluded.is_some()>
-                                <td>{o.transport.clone()}</td>
+                                <td>{transport_name(&o.transport)}</td>
                                 <td class="num">{seconds(o.latency_p99_s.0)}</td>
                                 <td class="num">{format!("{:.2}", o.cores)}</td>
                                 <td class="num">{usd(o.monthly_core_usd.0)}</td>

@@ -116,18 +116,19 @@ pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, Model
     let eligible: Vec<&TransportCost> = options.iter().filter(|o| o.excluded.is_none()).collect();
     let (recommended, reason) = match eligible.as_slice() {
         [] => (None, "No measured transport meets the latency budget for this placement.".to_string()),
-        [only] => {
-            (Some(only.transport.clone()), format!("{} is the only transport within the budget.", only.transport))
-        }
+        [only] => (
+            Some(only.transport.clone()),
+            format!("{} is the only transport within the budget.", transport_name(&only.transport)),
+        ),
         [best, next, ..] => (
             Some(best.transport.clone()),
             format!(
-                "{} needs {:.2} cores ({:.0} USD a month) at this rate, {:.0} USD a month less than {}.",
-                best.transport,
+                "{} needs {:.2} cores ({} a month) at this rate, {} a month less than {}.",
+                transport_name(&best.transport),
                 best.cores,
-                best.monthly_core_usd.0,
-                next.monthly_core_usd.0 - best.monthly_core_usd.0,
-                next.transport
+                crate::format::usd(best.monthly_core_usd.0),
+                crate::format::usd(next.monthly_core_usd.0 - best.monthly_core_usd.0),
+                transport_name(&next.transport)
             ),
         ),
     };
@@ -145,6 +146,31 @@ pub fn advise_transport(input: &TransportInput) -> Result<TransportAdvice, Model
         many => format!("{reason} The figures mix placements ({}); compare like with like.", many.join(", ")),
     };
     Ok(TransportAdvice { options, recommended, reason })
+}
+
+/// A transport as people say it: `shared_memory (futex)` is "shared memory, futex wait".
+pub fn transport_name(id: &str) -> String {
+    let (base, wait) = match id.split_once(" (") {
+        Some((base, rest)) => (base, Some(rest.trim_end_matches(')'))),
+        None => (id, None),
+    };
+    let base = match base {
+        "http_json" => "HTTP + JSON",
+        "grpc_protobuf" => "gRPC + protobuf",
+        "grpc_protobuf_packed" => "gRPC + protobuf (packed floats)",
+        "grpc_protobuf_bytes" => "gRPC + protobuf (raw bytes)",
+        "unix_socket" => "Unix domain socket",
+        "shared_memory" => "shared memory",
+        "shm_futex" => "shared memory, futex wait",
+        "shm_busy_poll" => "shared memory, busy polling",
+        other => return other.replace('_', " "),
+    };
+    match wait {
+        Some("futex") => format!("{base}, futex wait"),
+        Some("busy_poll" | "spin") => format!("{base}, busy polling"),
+        Some(other) => format!("{base}, {} wait", other.replace('_', " ")),
+        None => base.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -234,5 +260,14 @@ mod tests {
         let advice = advise_transport(&input).unwrap();
         assert_eq!(advice.recommended.as_deref(), Some("grpc_protobuf"));
         assert!(advice.options.iter().any(|o| o.transport == "shared_memory" && o.excluded.is_some()));
+    }
+
+    #[test]
+    fn transports_are_named_in_words() {
+        assert_eq!(transport_name("http_json"), "HTTP + JSON");
+        assert_eq!(transport_name("shared_memory (futex)"), "shared memory, futex wait");
+        assert_eq!(transport_name("shared_memory (busy_poll)"), "shared memory, busy polling");
+        assert_eq!(transport_name("unix_socket"), "Unix domain socket");
+        assert_eq!(transport_name("new_thing"), "new thing");
     }
 }

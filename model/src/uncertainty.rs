@@ -59,6 +59,27 @@ enum Sampler {
 }
 
 impl Dist {
+    /// An entered value with the uncertainty a person states as "± spread" (0.3 for ±30 %):
+    /// a log-normal from `value ÷ (1 + spread)` (P10) to `value × (1 + spread)` (P90), whose
+    /// median is the value itself, so the simulation is centred on the point answer. A zero
+    /// spread or value is fixed.
+    pub fn around(value: f64, spread: f64) -> Dist {
+        if spread > 0.0 && value > 0.0 {
+            Dist::LogNormal { p10: value / (1.0 + spread), p90: value * (1.0 + spread) }
+        } else {
+            Dist::Fixed { value }
+        }
+    }
+
+    /// The P10 and P90 of a distribution made by [`Dist::around`] (the value twice if fixed).
+    pub fn range(&self) -> Option<(f64, f64)> {
+        match *self {
+            Dist::Fixed { value } => Some((value, value)),
+            Dist::LogNormal { p10, p90 } => Some((p10, p90)),
+            _ => None,
+        }
+    }
+
     fn sampler(&self, field: &str) -> Result<Sampler, ModelError> {
         let bad = |reason: &str| FieldError::new(field, reason.to_string());
         let all_finite = match *self {
@@ -368,5 +389,38 @@ mod tests {
             prop_assert!(a.monthly_total_usd.p10 <= a.monthly_total_usd.p90);
             prop_assert_eq!(a, simulate(&input).unwrap());
         }
+    }
+
+    #[test]
+    fn ranges_around_the_entered_values_centre_on_the_point_answer() {
+        use crate::cost::{AmortizationInput, amortize};
+        use crate::units::{PerMonth, Usd};
+        // The Planner's defaults: 50M requests ±30 %, 20,000 USD training ±25 %, 0.0001 USD
+        // serving ±25 %, monthly retrains.
+        let point = amortize(&AmortizationInput {
+            training_cost_usd: Usd(20_000.0),
+            retrains_per_month: PerMonth(1.0),
+            requests_per_month: PerMonth(5e7),
+            serving_cost_per_request_usd: Usd(1e-4),
+        })
+        .unwrap();
+        let u = simulate(&UncertaintyInput {
+            training_cost_usd: Dist::around(20_000.0, 0.25),
+            retrains_per_month: Dist::Fixed { value: 1.0 },
+            requests_per_month: Dist::around(5e7, 0.3),
+            serving_cost_per_request_usd: Dist::around(1e-4, 0.25),
+            extra_training_cost_usd: None,
+            serving_saving_fraction: None,
+            samples: 20_000,
+            seed: 7,
+        })
+        .unwrap();
+        let off = |p50: f64, point: f64| (p50 / point - 1.0).abs();
+        assert!(off(u.cost_per_request_usd.p50, point.total_cost_per_request_usd.0) < 0.03, "{u:?}");
+        assert!(off(u.monthly_total_usd.p50, point.monthly_total_usd.0) < 0.03, "{u:?}");
+        assert!(u.cost_per_request_usd.p10 < point.total_cost_per_request_usd.0);
+        assert!(u.cost_per_request_usd.p90 > point.total_cost_per_request_usd.0);
+        assert_eq!(Dist::around(5.0, 0.0), Dist::Fixed { value: 5.0 });
+        assert_eq!(Dist::around(130.0, 0.3).range(), Some((100.0, 169.0)));
     }
 }

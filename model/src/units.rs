@@ -5,10 +5,7 @@ use std::ops::{Add, Div, Mul, Sub};
 
 use serde::{Deserialize, Serialize};
 
-/// Hours in an average month (8760 / 12).
-pub const HOURS_PER_MONTH: f64 = 730.0;
-/// Seconds in an average month.
-pub const SECONDS_PER_MONTH: f64 = HOURS_PER_MONTH * 3600.0;
+pub use crate::calendar::{HOURS_PER_MONTH, SECONDS_PER_MONTH};
 
 macro_rules! quantity {
     ($(#[$meta:meta])* $name:ident) => {

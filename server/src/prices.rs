@@ -172,8 +172,8 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
         let region = optional(8);
         let source = required(9, &mut bad);
         let as_of = cell(10).to_string();
-        if !is_date(&as_of) {
-            bad("as_of", format!("“{as_of}” is not a date like 2026-11-30"));
+        if let Err(reason) = model::calendar::Date::parse(&as_of) {
+            bad("as_of", reason);
         }
         let key = (provider.clone(), instance_type.clone(), purchase_option.clone(), region.clone());
         if errors.len() == before && !seen.insert(key) {
@@ -206,27 +206,6 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
         errors.push(CellError { line: 2, column: None, reason: "the catalog has no rows".into() });
     }
     if errors.is_empty() { Ok(rows) } else { Err(errors) }
-}
-
-/// `YYYY-MM-DD` in digits, a day that exists, from 1970 on (reports read it as a calendar day).
-fn is_date(text: &str) -> bool {
-    let b = text.as_bytes();
-    let shaped = b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() });
-    if !shaped {
-        return false;
-    }
-    let num = |r: std::ops::Range<usize>| text[r].parse::<u32>().unwrap_or(0);
-    let (y, m, d) = (num(0..4), num(5..7), num(8..10));
-    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-    let days = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => 0,
-    };
-    y >= 1970 && (1..=days).contains(&d)
 }
 
 /// The catalog as CSV, the same shape [`parse`] reads.

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::FieldError;
-use model::format::civil_from_days;
+use model::calendar::{DAYS_PER_MONTH, Date, civil_from_days};
 use model::money::{MicroUsd, format_usd, from_usd, parse_usd, to_usd};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -15,8 +15,6 @@ use uuid::Uuid;
 
 use crate::prices::PriceRow;
 
-/// Days in the model's month (365.25 / 12).
-pub const DAYS_PER_MONTH: f64 = 30.4375;
 /// Most deployments in one report.
 pub const MAX_DEPLOYMENTS: usize = 100_000;
 /// Most requests a deployment may serve in a month (a quadrillion).
@@ -190,25 +188,9 @@ impl Report {
     }
 }
 
-/// Days since 1970-01-01 of a `YYYY-MM-DD` date (Howard Hinnant's algorithm).
+/// Days since 1970-01-01 of a `YYYY-MM-DD` date, by the one calendar ([`model::calendar`]).
 pub fn days_from_civil(text: &str) -> Option<i32> {
-    let b = text.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
-    }
-    let (y, m, d): (i64, i64, i64) = (text[0..4].parse().ok()?, text[5..7].parse().ok()?, text[8..10].parse().ok()?);
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&m) || d < 1 || d > month_days[(m - 1) as usize] {
-        return None;
-    }
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    i32::try_from(era * 146_097 + doe - 719_468).ok()
+    Date::parse(text).ok().map(Date::days_since_epoch)
 }
 
 /// The catalog, looked up by (instance type, purchase option, region).
@@ -254,9 +236,8 @@ pub fn build(
     if name.is_empty() || name.chars().count() > 200 {
         return Err(FieldError::new("name", "must be 1 to 200 characters"));
     }
-    let from =
-        days_from_civil(&request.from).ok_or_else(|| FieldError::new("from", "must be a date like 2026-11-01"))?;
-    let to = days_from_civil(&request.to).ok_or_else(|| FieldError::new("to", "must be a date like 2026-11-30"))?;
+    let from = Date::parse(&request.from).map_err(|reason| FieldError::new("from", reason))?.days_since_epoch();
+    let to = Date::parse(&request.to).map_err(|reason| FieldError::new("to", reason))?.days_since_epoch();
     if to < from || to - from >= 3660 {
         return Err(FieldError::new("to", "must be on or after `from`, within ten years"));
     }

@@ -408,22 +408,22 @@ async fn require_sign_in(State(state): State<AppState>, request: Request, next: 
     match auth::authenticate(&state.store, request.headers()).await {
         Ok(Some(Principal::User { .. })) => next.run(request).await,
         _ => {
-            let target = format!("/login?next={}", encode_path(path));
+            // The whole link, query included, so a shared scenario opens as shared after sign-in.
+            let wanted = request.uri().path_and_query().map_or(path, |pq| pq.as_str());
+            let target = format!("/login?next={}", encode_query_value(wanted));
             (StatusCode::SEE_OTHER, [(LOCATION, target)]).into_response()
         }
     }
 }
 
-/// Escapes the few characters of a path that would break a query value.
-fn encode_path(path: &str) -> String {
-    path.chars()
-        .map(|c| match c {
-            '&' => "%26".to_string(),
-            '#' => "%23".to_string(),
-            '+' => "%2B".to_string(),
-            '?' => "%3F".to_string(),
-            ' ' => "%20".to_string(),
-            other => other.to_string(),
-        })
-        .collect()
+/// Percent-encodes `text` as one query value: everything but unreserved characters and `/`.
+fn encode_query_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }

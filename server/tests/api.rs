@@ -324,6 +324,21 @@ async fn sign_in_shows_the_fleet_and_sign_out_ends_the_session() {
         let anonymous = app.http.get(app.url("/fleet")).send().await.unwrap();
         assert_eq!(anonymous.status(), StatusCode::SEE_OTHER);
         assert_eq!(anonymous.headers()["location"], "/login?next=/fleet");
+        // A shared link keeps its query through sign-in.
+        let shared = app.http.get(app.url("/planner?requests=123M&training=45%2C000")).send().await.unwrap();
+        assert_eq!(shared.headers()["location"], "/login?next=/planner%3Frequests%3D123M%26training%3D45%252C000");
+        let back = app
+            .http
+            .post(app.url("/login"))
+            .form(&[
+                ("name", "maria"),
+                ("password", "a long password"),
+                ("next", "/planner?requests=123M&training=45%2C000"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(back.headers()["location"], "/planner?requests=123M&training=45%2C000");
         let login_page = app.http.get(app.url("/login")).send().await.unwrap().text().await.unwrap();
         assert!(login_page.contains("name=\"password\""), "login form rendered");
 

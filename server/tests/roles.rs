@@ -425,8 +425,18 @@ fn matches(route: &Route, expect: &Expect, answer: &Answer) -> bool {
         }
         Expect::Status(status) => answer.status == Some(*status),
         Expect::SignIn => {
-            let path = route.path.split('?').next().unwrap_or_default();
-            answer.status == Some(303) && answer.location == format!("/login?next={path}")
+            // The whole link, query included, percent-encoded as one query value.
+            let next: String = route
+                .path
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect();
+            answer.status == Some(303) && answer.location == format!("/login?next={next}")
         }
         Expect::Grpc(code) => answer.code == Some(*code),
     }
