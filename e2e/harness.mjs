@@ -73,7 +73,12 @@ export async function watchedPage(browser, viewport, { ignore = /\/login/ } = {}
   const page = await context.newPage();
   const problems = [];
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('console', (msg) => { if (msg.type() === 'error') problems.push(`console: ${msg.text()}`); });
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
+    // Leptos warns (in debug builds) when a signal is read where nothing tracks it: the read
+    // neither updates the view nor is meant to; each is a bug.
+    if (/outside a reactive tracking context/.test(msg.text())) problems.push(`reactive warning: ${msg.text().split('\n')[0]}`);
+  });
   page.on('response', (res) => { if (res.status() >= 400 && !ignore.test(res.url())) problems.push(`HTTP ${res.status()} ${res.url()}`); });
   return { context, page, problems };
 }

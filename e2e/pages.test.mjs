@@ -201,6 +201,9 @@ test('admin: the shipped price catalog, a refused import located cell by cell, t
   await version.waitFor();
   assert.match(await version.innerText(), /^Version 1 — the catalog shipped with Headroom/);
   assert.match(await page.locator('table.prices').innerText(), /p5\.48xlarge\s+8 × NVIDIA H100 80GB/);
+  // The shipped prices are from 2024-06-01: flagged as old, each and in a summary.
+  assert.match(await page.locator('[data-out=stale-prices]').innerText(), /^\d+ of \d+ prices are more than 180 days old/);
+  assert.ok(await page.locator('table.prices td.stale').count() > 0);
   await hydrated(page);
   const csv = await page.inputValue('#catalog-csv');
   await page.fill('#catalog-csv', csv.replace(',1.006,', ',1.0.6,'));

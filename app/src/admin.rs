@@ -3,6 +3,7 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
+use model::calendar::Date;
 use model::format::{bytes, utc_minute};
 use model::money::format_usd;
 
@@ -29,9 +30,15 @@ pub fn AdminPage() -> impl IntoView {
     }
 }
 
+/// Prices older than this are flagged: cloud prices change a few times a year.
+const STALE_PRICE_DAYS: i64 = 180;
+
 #[component]
 fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFnError>>) -> impl IntoView {
     let text = RwSignal::new(c.csv.clone());
+    let today = crate::today();
+    let age = |as_of: &str| Date::parse(as_of).ok().map(|d| d.days_until(today));
+    let stale = c.rows.iter().filter(|r| age(&r.as_of).is_some_and(|days| days > STALE_PRICE_DAYS)).count();
     let origin = if c.origin == "default" {
         "the catalog shipped with Headroom".to_string()
     } else {
@@ -39,6 +46,9 @@ fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFn
     };
     view! {
         <p class="lede" data-out="catalog-version">{format!("Version {} — {}, {}. {} prices. Plans and reports record the version they used.", c.version, origin, utc_minute(c.created_at_ms), c.rows.len())}</p>
+        {(stale > 0).then(|| view! {
+            <p class="notice" data-out="stale-prices">{format!("{stale} of {} prices are more than {STALE_PRICE_DAYS} days old (marked below): check them against the provider before relying on plans and reports.", c.rows.len())}</p>
+        })}
         <p><a href="/api/v1/prices" download="price-catalog.csv">"Download as CSV"</a></p>
         <div class="table-wrap card">
             <table class="prices">
@@ -54,7 +64,12 @@ fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFn
                             <td class="num">{format!("${}", format_usd(r.hourly_micro_usd))}</td>
                             <td>{r.purchase_option.replace('_', " ")}</td>
                             <td>{r.region.clone().unwrap_or_else(|| "—".into())}</td>
-                            <td>{r.as_of.clone()}</td>
+                            {match age(&r.as_of) {
+                                Some(days) if days > STALE_PRICE_DAYS => view! {
+                                    <td class="stale" title=format!("{days} days old")>{r.as_of.clone()}" "<span class="badge">"old"</span></td>
+                                }.into_any(),
+                                _ => view! { <td>{r.as_of.clone()}</td> }.into_any(),
+                            }}
                             <td class="source">{r.source.clone()}</td>
                         </tr>
                     }).collect_view()}
@@ -65,6 +80,7 @@ fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFn
             <div class="card editor">
                 <h3>"Edit and import"</h3>
                 <p class="hint">"Edit the CSV below (or paste your own with the same header) and import it as a new version. If any cell is wrong nothing is imported, and each problem is listed with its line and column."</p>
+                <label for="catalog-csv">"Price catalog CSV"</label>
                 <textarea id="catalog-csv" rows="14" spellcheck="false" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev))>{textarea_text(&c.csv)}</textarea>
                 <button type="button" class="primary" disabled=move || import.pending().get() on:click=move |_| { import.dispatch(text.get_untracked()); }>"Import as a new version"</button>
                 {move || import.value().get().map(|result| match result {

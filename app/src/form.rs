@@ -124,8 +124,14 @@ impl Form {
         self.values.with_value(|v| v[i])
     }
 
+    /// The field as typed, tracked: read it inside a memo, effect or view closure.
     pub fn text(&self, key: &str) -> String {
         self.signal(key).get()
+    }
+
+    /// The field as typed, without subscribing: for event handlers and one-off reads.
+    pub fn text_untracked(&self, key: &str) -> String {
+        self.signal(key).get_untracked()
     }
 
     /// The field's number, or the field's label and why it is wrong.
@@ -143,9 +149,14 @@ impl Form {
         self.specs.iter().map(|s| (s.key.to_string(), self.text(s.key))).collect()
     }
 
-    /// The inputs as a URL query (without `?`).
+    /// The inputs as a URL query (without `?`), tracked.
     pub fn query(&self) -> String {
         to_query(&self.values())
+    }
+
+    /// [`Form::query`] without subscribing, for event handlers.
+    pub fn query_untracked(&self) -> String {
+        to_query(&self.specs.iter().map(|s| (s.key.to_string(), self.text_untracked(s.key))).collect())
     }
 }
 

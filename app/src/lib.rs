@@ -104,3 +104,14 @@ pub fn hydrate() {
         let _ = body.set_attribute("data-hydrated", "true");
     }
 }
+
+/// Today (UTC) by the clock of wherever the page runs.
+pub fn today() -> model::calendar::Date {
+    #[cfg(feature = "hydrate")]
+    let now_ms = js_sys::Date::now() as i64;
+    #[cfg(not(feature = "hydrate"))]
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    model::calendar::Date::from_unix_ms(now_ms)
+}

@@ -539,8 +539,9 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
 
 #[component]
 fn PlanView(p: Plan, form: Form) -> impl IntoView {
-    let training = form.num("training").unwrap_or(0.0);
-    let retrains = form.num("retrains").unwrap_or(0.0);
+    // Read once for the charts: this view is rebuilt whenever the plan changes.
+    let untracked = |key: &str| form.spec(key).check(&form.text_untracked(key)).unwrap_or(0.0);
+    let (training, retrains) = (untracked("training"), untracked("retrains"));
     let volume_svg = volume_chart(&p, training, retrains);
     let spend_svg = spend_chart(&p, training, retrains);
     let b = p.baseline;

@@ -37,7 +37,7 @@ type Build = Action<(String, String, String), Result<crate::data::ReportSummaryV
 fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
     let name = RwSignal::new("Monthly cost".to_string());
     // Finance reports a closed month: the last one by default.
-    let (first, last) = today().previous_month();
+    let (first, last) = crate::today().previous_month();
     let from = RwSignal::new(first.to_string());
     let to = RwSignal::new(last.to_string());
     let newest = v.reports.first().cloned();
@@ -117,15 +117,4 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
             }.into_any()
         }}
     }
-}
-
-/// Today (UTC) by the clock of wherever the page runs.
-fn today() -> model::calendar::Date {
-    #[cfg(feature = "hydrate")]
-    let now_ms = js_sys::Date::now() as i64;
-    #[cfg(not(feature = "hydrate"))]
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    model::calendar::Date::from_unix_ms(now_ms)
 }

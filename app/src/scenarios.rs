@@ -30,7 +30,7 @@ pub fn SaveScenario(kind: &'static str, path: &'static str, form: Form) -> impl 
                     <input id="scenario-name" type="text" maxlength=MAX_NAME.to_string() placeholder="e.g. Q3 launch, 5 % growth"
                         value=name.get_untracked() prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/>
                     <button type="button" class="primary" disabled=move || name.get().trim().is_empty() || save.pending().get()
-                        on:click=move |_| { save.dispatch((name.get_untracked(), form.query())); }>
+                        on:click=move |_| { save.dispatch((name.get_untracked(), form.query_untracked())); }>
                         "Save"
                     </button>
                 </div>

@@ -545,7 +545,7 @@ pub fn to_parquet(report: &Report) -> PolarsResult<Vec<u8>> {
 /// The table as an XLSX workbook: numbers as numbers (money formatted as USD), dates as dates,
 /// a `TOTAL` row, and a second sheet saying where the figures came from.
 pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
-    use rust_xlsxwriter::{ExcelDateTime, Format, Workbook};
+    use rust_xlsxwriter::{ExcelDateTime, Format, Formula, Workbook};
     let df = frame(report).map_err(|e| rust_xlsxwriter::XlsxError::ParameterError(e.to_string()))?;
     let mut book = Workbook::new();
     let money = Format::new().set_num_format("$#,##0.00");
@@ -588,20 +588,34 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
         sheet.write_string(row, 16, &r.price_source)?;
         sheet.write_string(row, 17, r.run_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(" "))?;
     }
+    // The TOTAL row is formulas over the rows, so a total follows an edited row; each carries
+    // the exact micro-dollar sum as its cached result for readers that do not recalculate.
     let total = report.rows.len() as u32 + 1;
     let money_bold = Format::new().set_num_format("$#,##0.00").set_bold();
     sheet.write_string_with_format(total, 0, "TOTAL", &bold)?;
-    sheet.write_number(total, 5, report.rows.iter().map(|r| r.requests).sum::<u64>() as f64)?;
+    let sum_of = |column: u16, value: f64| {
+        let letter = char::from(b'A' + column as u8);
+        Formula::new(format!("=SUM({letter}2:{letter}{total})")).set_result(value.to_string())
+    };
+    let requests = report.rows.iter().map(|r| r.requests).sum::<u64>() as f64;
+    sheet.write_formula(total, 5, sum_of(5, requests))?;
     let sums = [
         report.rows.iter().map(|r| r.serving_micro_usd).sum::<MicroUsd>(),
         report.rows.iter().map(|r| r.training_micro_usd).sum(),
         report.total_micro_usd(),
     ];
     for (k, s) in sums.iter().enumerate() {
-        sheet.write_number_with_format(total, 6 + k as u16, to_usd(*s), &money_bold)?;
+        let column = 6 + k as u16;
+        sheet.write_formula_with_format(total, column, sum_of(column, to_usd(*s)), &money_bold)?;
     }
     for (k, kind) in KINDS.iter().enumerate() {
-        sheet.write_number_with_format(total, 10 + k as u16, to_usd(report.saving_micro_usd(*kind)), &money_bold)?;
+        let column = 10 + k as u16;
+        sheet.write_formula_with_format(
+            total,
+            column,
+            sum_of(column, to_usd(report.saving_micro_usd(*kind))),
+            &money_bold,
+        )?;
     }
     sheet.set_freeze_panes(1, 1)?;
     sheet.autofit();

@@ -109,6 +109,10 @@ async fn a_report_reads_back_the_same_in_every_format() {
         assert!((money(1) + money(2) + money(3) - money(4)).abs() < 1e-6);
         assert!((money(4) - total as f64 / 1e6).abs() < 1e-6);
         assert!(matches!(sheet.get((1, 5)), Some(Data::Float(_))), "requests are a number");
+        // The totals are formulas over the rows (the values above are their cached results).
+        let formulas = book.worksheet_formula("Report").unwrap();
+        assert_eq!(formulas.get_value((4, 8)).map(String::as_str), Some("SUM(I2:I4)"));
+        assert_eq!(formulas.get_value((4, 5)).map(String::as_str), Some("SUM(F2:F4)"));
 
         let (status, _) = get(&app, &finance, &format!("/api/v1/reports/{id}.pdf")).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
