@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
-import { startServer, launch, watchedPage, screenshot, hydrated } from './harness.mjs';
+import { startServer, launch, watchedPage, review, hydrated } from './harness.mjs';
 
 let env;
 let base;
@@ -29,6 +29,7 @@ test('sign in, open Fleet, see this machine with its measured memcpy bandwidth',
       await page.click('button[type=submit]');
       await page.getByRole('alert').waitFor();
       assert.match(await page.getByRole('alert').innerText(), /wrong password/);
+      await review(page, `login-${viewport.width}`);
 
       await page.fill('input[name=name]', 'admin');
       await page.fill('input[name=password]', password);
@@ -39,7 +40,7 @@ test('sign in, open Fleet, see this machine with its measured memcpy bandwidth',
       assert.equal((await card.locator('h3.hostname').innerText()).trim(), hostname());
       assert.match(await card.locator('dd.memcpy').innerText(), /^\d+(\.\d)? (MB|GB|TB)\/s$/);
       await hydrated(page);
-      await screenshot(page, `fleet-${viewport.width}`);
+      await review(page, `fleet-${viewport.width}`);
 
       // After hydration, navigation happens in the browser.
       await page.evaluate(() => { window.__stillHere = true; });

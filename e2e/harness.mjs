@@ -95,10 +95,22 @@ export async function hydrated(page) {
   await page.locator('body[data-hydrated=true]').waitFor({ timeout: 20_000 });
 }
 
-export async function screenshot(page, name) {
+/**
+ * Reviews the page as it is now, at its current width: axe-core must find no accessibility
+ * violation (WCAG 2 A/AA and best practices), then a full-page screenshot is kept for a person.
+ */
+export async function review(page, name) {
+  assert.deepEqual(await axeViolations(page), [], `axe-core on ${name}`);
   if (!screenshots) return;
   mkdirSync(screenshots, { recursive: true });
   // Let a resized page lay out and paint before it is captured.
   await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
   await page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: true });
+}
+
+/** Accessibility violations axe-core finds on the page as it is now: `rule: selector, …` per rule. */
+export async function axeViolations(page) {
+  await page.addScriptTag({ path: new URL('./node_modules/axe-core/axe.min.js', import.meta.url).pathname });
+  const violations = await page.evaluate(async () => (await window.axe.run(document)).violations);
+  return violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 4).map((n) => n.target.join(' ')).join(', ')}${v.nodes.length > 4 ? ` and ${v.nodes.length - 4} more` : ''}`);
 }

@@ -2,7 +2,7 @@
 // measurements (system, quant and transport suites of the real agent), in headless Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, launch, watchedPage, signIn, hydrated, screenshot } from './harness.mjs';
+import { startServer, launch, watchedPage, signIn, hydrated, review } from './harness.mjs';
 
 let env;
 let browser;
@@ -98,9 +98,9 @@ test('planner: the cost per request follows the volume without a page load; bad 
   await page.fill('#f-saving', '10');
   await page.locator('[data-out=verdict]', { hasText: 'Not worth it' }).waitFor();
   assert.equal(await page.locator('[data-out=pays-back]').count(), 0, 'no pay-back shown when it never pays back');
-  await screenshot(page, 'planner-1280');
+  await review(page, 'planner-1280');
   await page.setViewportSize(PHONE);
-  await screenshot(page, 'planner-390');
+  await review(page, 'planner-390');
   assert.deepEqual(problems, []);
   await context.close();
 });
@@ -127,9 +127,9 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   await page.fill('#f-slo', '5');
   await page.fill('#f-scale', '1');
   await rec.waitFor();
-  await screenshot(page, 'right-sizing-1280');
+  await review(page, 'right-sizing-1280');
   await page.setViewportSize(PHONE);
-  await screenshot(page, 'right-sizing-390');
+  await review(page, 'right-sizing-390');
   assert.deepEqual(problems, []);
   await context.close();
 });
@@ -150,7 +150,10 @@ test('scenarios: save the planner inputs, list them, reopen them', async () => {
   const link = page.locator('table.scenarios a', { hasText: 'Launch plan' });
   await link.waitFor();
   assert.match(await page.locator('table.scenarios').innerText(), /Planner\s+admin/);
-  await screenshot(page, 'scenarios-1280');
+  await review(page, 'scenarios-1280');
+  await page.setViewportSize(PHONE);
+  await review(page, 'scenarios-390');
+  await page.setViewportSize(WIDE);
   await link.click();
   await page.waitForURL(/\/planner\?/);
   assert.equal(await page.inputValue('#f-requests'), '123M');
@@ -176,7 +179,10 @@ test('transport and run pages: a recommendation with its reason, and the run cha
   assert.ok(await page.locator('table.transports tbody tr').count() >= 3);
   assert.match(await page.locator('[data-chart=transport]').innerHTML(), /floor/);
   await noNaN(page);
-  await screenshot(page, 'transport-1280');
+  await review(page, 'transport-1280');
+  await page.setViewportSize(PHONE);
+  await review(page, 'transport-390');
+  await page.setViewportSize(WIDE);
 
   await page.goto(`${env.base}/fleet`);
   await page.locator('tr', { hasText: 'quant' }).locator('a[href^="/runs/"]').click();
@@ -187,9 +193,9 @@ test('transport and run pages: a recommendation with its reason, and the run cha
   assert.match(await page.locator('[data-chart=trend]').innerHTML(), /memcpy bandwidth across this node/);
   assert.equal(await page.locator('ul.node-runs li').count(), 2);
   await noNaN(page);
-  await screenshot(page, 'run-1280');
+  await review(page, 'run-1280');
   await page.setViewportSize(PHONE);
-  await screenshot(page, 'run-390');
+  await review(page, 'run-390');
   assert.deepEqual(problems, []);
   await context.close();
 });
@@ -212,13 +218,13 @@ test('admin: the shipped price catalog, a refused import located cell by cell, t
   await alert.waitFor();
   assert.match(await alert.innerText(), /1 problem in the catalog; nothing was imported/);
   assert.match(await alert.innerText(), /line \d+, column hourly_usd: “1\.0\.6” is not an amount in USD/);
-  await screenshot(page, 'admin-refused-1280');
+  await review(page, 'admin-refused-1280');
   await page.fill('#catalog-csv', csv.replace(',1.006,', ',1.1,'));
   await page.click('button:has-text("Import as a new version")');
   await page.getByRole('status').filter({ hasText: 'Imported version 2' }).waitFor();
   await page.locator('[data-out=catalog-version]', { hasText: 'Version 2 — imported by admin' }).waitFor();
   assert.match(await page.locator('table.prices').innerText(), /g5\.xlarge.*\$1\.10\b/);
-  await screenshot(page, 'admin-1280');
+  await review(page, 'admin-1280');
   assert.deepEqual(problems, []);
   await context.close();
 });
@@ -255,9 +261,9 @@ test('reports: a report built from the saved scenario, its total, chart and down
   assert.equal(xlsx.status(), 200);
   assert.equal((await xlsx.body()).subarray(0, 2).toString(), 'PK', 'an XLSX is a zip');
   await noNaN(page);
-  await screenshot(page, 'reports-1280');
+  await review(page, 'reports-1280');
   await page.setViewportSize(PHONE);
-  await screenshot(page, 'reports-390');
+  await review(page, 'reports-390');
   assert.deepEqual(problems, []);
   await context.close();
 });

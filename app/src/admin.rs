@@ -50,7 +50,7 @@ fn Catalog(c: CatalogView, import: Action<String, Result<ImportOutcome, ServerFn
             <p class="notice" data-out="stale-prices">{format!("{stale} of {} prices are more than {STALE_PRICE_DAYS} days old (marked below): check them against the provider before relying on plans and reports.", c.rows.len())}</p>
         })}
         <p><a href="/api/v1/prices" download="price-catalog.csv">"Download as CSV"</a></p>
-        <div class="table-wrap card">
+        <div tabindex="0" class="table-wrap card">
             <table class="prices">
                 <thead><tr><th>"Provider"</th><th>"Instance"</th><th>"GPUs"</th><th class="num">"vCPUs"</th><th class="num">"Memory"</th><th class="num">"Per hour"</th><th>"Purchase"</th><th>"Region"</th><th>"As of"</th><th>"Source"</th></tr></thead>
                 <tbody>

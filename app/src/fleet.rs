@@ -38,6 +38,7 @@ fn Fleet(fleet: FleetView) -> impl IntoView {
         {empty.then(|| view! {
             <p class="notice">"No node has reported yet. Run "<code>"measurements-agent run system --server URL --token TOKEN"</code>" on a node."</p>
         })}
+        <h2>"Nodes"</h2>
         <section class="nodes">
             {fleet.nodes.into_iter().map(|node| view! { <NodeCard node/> }).collect_view()}
         </section>
@@ -78,7 +79,7 @@ fn NodeCard(node: NodeSummary) -> impl IntoView {
 #[component]
 fn RunTable(runs: Vec<RunSummary>) -> impl IntoView {
     view! {
-        <div class="table-wrap">
+        <div tabindex="0" class="table-wrap">
             <table>
                 <thead>
                     <tr><th>"Started"</th><th>"Node"</th><th>"Suites"</th><th>"Status"</th><th class="num">"Measurements"</th><th>"Agent"</th><th>"Run"</th></tr>

@@ -81,6 +81,7 @@ fn Shell(children: Children) -> impl IntoView {
         ("/admin", "Admin"),
     ];
     view! {
+        <a class="skip" href="#main">"Skip to content"</a>
         <header class="top">
             <a class="brand" href="/fleet">"Headroom"</a>
             <nav>
@@ -90,7 +91,7 @@ fn Shell(children: Children) -> impl IntoView {
                 <button type="submit">"Sign out"</button>
             </form>
         </header>
-        <main>{children()}</main>
+        <main id="main" tabindex="-1">{children()}</main>
     }
 }
 

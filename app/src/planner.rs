@@ -564,7 +564,7 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
         {p.uncertainty.clone().map(|u| view! {
             <div class="card">
                 <h2>"With uncertainty"</h2>
-                <div class="table-wrap"><table class="band">
+                <div tabindex="0" class="table-wrap"><table class="band">
                     <thead><tr><th></th><th class="num">"P10"</th><th class="num">"P50"</th><th class="num">"P90"</th></tr></thead>
                     <tbody>
                         <tr><th>"Cost per request"</th><td class="num">{usd(u.cost_per_request_usd.p10)}</td><td class="num">{usd(u.cost_per_request_usd.p50)}</td><td class="num">{usd(u.cost_per_request_usd.p90)}</td></tr>

@@ -93,7 +93,7 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
             view! { <p class="notice">"No report yet."</p> }.into_any()
         } else {
             view! {
-                <div class="table-wrap">
+                <div tabindex="0" class="table-wrap">
                     <table class="reports">
                         <thead><tr><th>"Name"</th><th>"Period"</th><th class="num">"Deployments"</th><th class="num">"Total"</th><th class="num">"Catalog"</th><th>"Built"</th><th>"Files"</th></tr></thead>
                         <tbody>

@@ -328,7 +328,7 @@ fn SizingView(s: Sizing) -> impl IntoView {
         <div class="chart card" data-chart="pareto" inner_html=chart></div>
         <div class="card">
             <h2>"Alternatives on the Pareto front"</h2>
-            <div class="table-wrap">
+            <div tabindex="0" class="table-wrap">
                 <table class="alternatives">
                     <thead><tr><th>"Instance"</th><th>"Precision"</th><th class="num">"Batch"</th><th class="num">"Replicas"</th><th class="num">"Monthly cost"</th><th class="num">{format!("P{q} latency")}</th><th class="num">"Utilization"</th><th class="num">"Accuracy"</th><th>"Figures"</th></tr></thead>
                     <tbody>
@@ -352,7 +352,7 @@ fn SizingView(s: Sizing) -> impl IntoView {
         </div>
         <div class="card">
             <h2>"Hardware considered"</h2>
-            <div class="table-wrap">
+            <div tabindex="0" class="table-wrap">
                 <table class="hardware">
                     <thead><tr><th>"Instance"</th><th class="num">"Price"</th><th class="num">"Memory"</th><th>"Where the figures come from"</th></tr></thead>
                     <tbody>

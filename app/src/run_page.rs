@@ -249,7 +249,7 @@ fn Run(view: RunView) -> impl IntoView {
         </ul>
         <details class="card">
             <summary>{format!("All {} measurements", ms.len())}</summary>
-            <div class="table-wrap">
+            <div tabindex="0" class="table-wrap">
                 <table class="measurements">
                     <thead><tr><th>"Suite"</th><th>"Case"</th><th>"Parameters"</th><th>"Median"</th><th>"Floor"</th></tr></thead>
                     <tbody>

@@ -76,7 +76,7 @@ pub fn ScenariosPage() -> impl IntoView {
 #[component]
 fn ScenarioTable(items: Vec<ScenarioView>) -> impl IntoView {
     view! {
-        <div class="table-wrap">
+        <div tabindex="0" class="table-wrap">
             <table class="scenarios">
                 <thead><tr><th>"Name"</th><th>"Page"</th><th>"Saved by"</th><th>"Saved"</th></tr></thead>
                 <tbody>

@@ -225,7 +225,7 @@ fn ChoiceView(c: Choice, run_id: String) -> impl IntoView {
             <p class="note">{format!("Figures for {} payloads measured with the ends on {}, run ", bytes(c.payload_used as f64), c.measured_placement.replace('_', " "))}<a href=format!("/runs/{run_id}")>{run_id[..8.min(run_id.len())].to_string()}</a>"."</p>
         </div>
         <div class="card">
-            <div class="table-wrap">
+            <div tabindex="0" class="table-wrap">
                 <table class="transports">
                     <thead><tr><th>"Transport"</th><th class="num">"P99 round trip"</th><th class="num">"Cores at this rate"</th><th class="num">"Core cost per month"</th><th>"Note"</th></tr></thead>
                     <tbody>

@@ -44,7 +44,7 @@ fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built) -> any
         apt_install(&["nodejs", "npm"], "Node.js and npm for the browser tests")?;
     }
     let e2e = root.join("e2e");
-    if !e2e.join("node_modules/playwright-core").exists() {
+    if !["playwright-core", "axe-core"].iter().all(|m| e2e.join("node_modules").join(m).exists()) {
         step(
             "installing the browser-test driver (npm ci)",
             Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&e2e),
