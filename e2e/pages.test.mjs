@@ -48,6 +48,8 @@ test('planner: the cost per request follows the volume without a page load; bad 
   assert.equal(await page.evaluate(() => window.__stillHere), true, 'no page load');
   assert.match(await page.locator('[data-chart=volume] svg').getAttribute('aria-label'), /Cost per request/);
   assert.match(await page.locator('[data-chart=volume]').innerHTML(), /break-even/);
+  // Each chart carries its figures as a table (for screen readers, and to read exact values).
+  assert.ok(await page.locator('[data-chart=volume] details.chart-data tbody tr').count() >= 41);
   assert.match(await page.locator('[data-out=verdict]').innerText(), /worth it/i);
 
   await page.fill('#f-requests', '-5');

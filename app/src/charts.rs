@@ -197,7 +197,24 @@ pub fn line_chart(chart: &LineChart) -> String {
         return empty(&chart.title);
     };
     let entries = chart.series.len() + chart.bands.len();
-    render(&chart.title, HEIGHT + legend_height(entries), |root| draw_lines(root, chart, xr, yr))
+    let svg = render(&chart.title, HEIGHT + legend_height(entries), |root| draw_lines(root, chart, xr, yr));
+    // The figures themselves, for screen readers and for anyone who would rather read them.
+    let mut rows = Vec::new();
+    for s in &chart.series {
+        for &(x, y) in s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()) {
+            rows.push(vec![s.name.clone(), (chart.x_format)(x), (chart.y_format)(y)]);
+        }
+    }
+    for b in &chart.bands {
+        for &(x, lo, hi) in b.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite() && p.2.is_finite()) {
+            rows.push(vec![
+                b.name.clone(),
+                (chart.x_format)(x),
+                format!("{} – {}", (chart.y_format)(lo), (chart.y_format)(hi)),
+            ]);
+        }
+    }
+    with_table(svg, &chart.title, &["series", &chart.x_label, &chart.y_label], &rows)
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
@@ -356,6 +373,24 @@ pub fn tornado(
     rows: &[(String, f64, f64)],
     format: fn(f64) -> String,
 ) -> String {
+    let table: Vec<Vec<String>> =
+        rows.iter().map(|(name, lo, hi)| vec![name.clone(), format(*lo), format(*hi)]).collect();
+    let header = [
+        format!("input (base {})", format(base)),
+        format!("{unit_label} at its P10"),
+        format!("{unit_label} at its P90"),
+    ];
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    with_table(tornado_svg(title, unit_label, base, rows, format), title, &header, &table)
+}
+
+fn tornado_svg(
+    title: &str,
+    unit_label: &str,
+    base: f64,
+    rows: &[(String, f64, f64)],
+    format: fn(f64) -> String,
+) -> String {
     if rows.is_empty() || !base.is_finite() || rows.iter().any(|r| !r.1.is_finite() || !r.2.is_finite()) {
         return empty(title);
     }
@@ -400,6 +435,21 @@ pub fn tornado(
 
 /// Horizontal stacked bars, one per row, each segment with its own colour and a legend below.
 pub fn stacked_bars(
+    title: &str,
+    unit_label: &str,
+    rows: &[(String, Vec<f64>)],
+    segments: &[&str],
+    format: fn(f64) -> String,
+) -> String {
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(name, values)| std::iter::once(name.clone()).chain(values.iter().map(|v| format(*v))).collect())
+        .collect();
+    let header: Vec<&str> = std::iter::once("name").chain(segments.iter().copied()).collect();
+    with_table(stacked_bars_svg(title, unit_label, rows, segments, format), title, &header, &table)
+}
+
+fn stacked_bars_svg(
     title: &str,
     unit_label: &str,
     rows: &[(String, Vec<f64>)],
@@ -455,6 +505,26 @@ fn responsive(svg: String, title: &str) -> String {
     format!("{head} role=\"img\" aria-label=\"{}\"{rest}", escape(title))
 }
 
+/// A drawn chart followed by its figures; a "nothing to draw" note alone.
+fn with_table(svg: String, title: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    if svg.starts_with("<svg") { svg + &data_table(title, header, rows) } else { svg }
+}
+
+/// A chart's figures as a table folded under the chart: screen readers reach it, and a person
+/// can open it to read exact values where the chart's text would be too small.
+fn data_table(title: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    let cells = |tag: &str, row: &mut dyn Iterator<Item = &str>| -> String {
+        row.map(|c| format!("<{tag}>{}</{tag}>", escape(c))).collect()
+    };
+    let body: String =
+        rows.iter().map(|r| format!("<tr>{}</tr>", cells("td", &mut r.iter().map(String::as_str)))).collect();
+    format!(
+        "<details class=\"chart-data\"><summary>The figures of “{}”</summary><div class=\"table-wrap\" tabindex=\"0\"><table><thead><tr>{}</tr></thead><tbody>{body}</tbody></table></div></details>",
+        escape(title),
+        cells("th", &mut header.iter().copied())
+    )
+}
+
 fn empty(title: &str) -> String {
     format!("<p class=\"chart-empty\">{}: nothing to draw for these inputs.</p>", escape(title))
 }
@@ -480,6 +550,10 @@ mod tests {
             assert!(svg.contains(text), "{text} missing");
         }
         assert!(!svg.contains("NaN"));
+        // The figures follow as a table: one row per drawn point, the NaN one left out.
+        let table = &svg[svg.find("<details class=\"chart-data\">").expect("a data table")..];
+        assert_eq!(table.matches("<tr>").count(), 1 + 4, "{table}");
+        assert!(table.contains("<th>requests</th>") && table.contains("<td>distilled</td>"));
     }
 
     #[test]
