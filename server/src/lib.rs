@@ -76,6 +76,35 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
         .layer(middleware::from_fn(same_origin_writes))
         .route_layer(middleware::from_fn(telemetry::track))
+        // Every request gets an id (a proxy's own is kept when it looks like one), answered in
+        // `x-request-id` and carried by every log line of the request, so a logged 5xx names it.
+        .layer(tower_http::request_id::PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(|request: &axum::extract::Request| {
+            let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            tracing::info_span!("request", id, method = %request.method(), path = request.uri().path())
+        }))
+        .layer(tower_http::request_id::SetRequestIdLayer::new(REQUEST_ID, tower_http::request_id::MakeRequestUuid))
+        .layer(middleware::from_fn(drop_foreign_request_id))
+}
+
+/// The header that carries a request's id.
+pub const REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
+
+/// Keeps a caller's `x-request-id` only when it is a short token of letters, digits, `-`, `_`
+/// and `.` (what proxies generate); anything else is replaced by our own, so no caller can put
+/// arbitrary text into the logs.
+async fn drop_foreign_request_id(
+    mut request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    let plausible = |v: &axum::http::HeaderValue| {
+        let b = v.as_bytes();
+        !b.is_empty() && b.len() <= 64 && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+    };
+    if request.headers().get(&REQUEST_ID).is_some_and(|v| !plausible(v)) {
+        request.headers_mut().remove(&REQUEST_ID);
+    }
+    next.run(request).await
 }
 
 /// Unknown paths: the app's own "not found" page. Files are served only from the bundle's

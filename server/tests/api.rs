@@ -396,6 +396,16 @@ async fn health_readiness_metrics_and_openapi() {
         let agent = app.agent_token("agent-a").await;
         assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().text().await.unwrap(), "ok");
         assert_eq!(app.http.get(app.url("/readyz")).send().await.unwrap().status(), StatusCode::OK);
+        // Every answer names its request: our own id, or a proxy's when it looks like one.
+        let id = |r: &reqwest::Response| r.headers().get("x-request-id").map(|v| v.to_str().unwrap().to_string());
+        let own = app.http.get(app.url("/api/v1/runs")).send().await.unwrap();
+        assert_eq!(own.status(), StatusCode::UNAUTHORIZED);
+        assert!(id(&own).is_some_and(|v| uuid::Uuid::parse_str(&v).is_ok()), "{:?}", id(&own));
+        let proxied = app.http.get(app.url("/healthz")).header("x-request-id", "lb-7f3a.91").send().await.unwrap();
+        assert_eq!(id(&proxied).as_deref(), Some("lb-7f3a.91"));
+        let hostile =
+            app.http.get(app.url("/healthz")).header("x-request-id", "a b=\"<script>\"").send().await.unwrap();
+        assert!(id(&hostile).is_some_and(|v| uuid::Uuid::parse_str(&v).is_ok()), "a foreign id is replaced");
         post_json(&app, Some(&agent), serde_json::to_string(&sample_run("node-m")).unwrap()).await;
         let anonymous = app.http.get(app.url("/metrics")).send().await.unwrap();
         assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "metrics are not for anyone");
