@@ -8,7 +8,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 use model::format::{bytes, bytes_per_second, points as accuracy_points, seconds, utc_minute};
 use model::measured::transport_points;
-use model::{Measurement, MeasurementStatus, Suite, Unit};
+use model::{Case, Measurement, MeasurementStatus, Suite, Unit};
 
 use crate::charts::{LineChart, Rule as ChartRule, Series, line_chart};
 use crate::data::{RunView, TrendPoint, run_page};
@@ -61,7 +61,7 @@ pub fn bandwidth_chart(ms: &[Measurement], suite: Suite) -> Option<String> {
 pub fn cdf_chart(ms: &[Measurement]) -> Option<String> {
     let rows: Vec<&Measurement> = ms
         .iter()
-        .filter(|m| m.suite == Suite::Transport && m.case == "round_trip" && m.status == MeasurementStatus::Ok)
+        .filter(|m| m.suite == Suite::Transport && m.is(Case::RoundTrip) && m.status == MeasurementStatus::Ok)
         .filter(|m| m.parameters.get("load").map(String::as_str) == Some("closed"))
         .collect();
     let payload = rows.iter().filter_map(|m| m.parameters.get("payload_bytes")?.parse::<u64>().ok()).min()?;
@@ -104,10 +104,10 @@ pub fn payload_chart(run_id: &str, ms: &[Measurement], placement: &str) -> Optio
 
 /// Each quantized variant's batch latency against its accuracy, its weight memory in the legend.
 pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
-    let value = |case: &str, variant: &str, batch: Option<&str>| {
+    let value = |case: Case, variant: &str, batch: Option<&str>| {
         ms.iter()
             .find(|m| {
-                m.case == case
+                m.is(case)
                     && m.parameters.get("variant").map(String::as_str) == Some(variant)
                     && batch.is_none_or(|b| m.parameters.get("batch").map(String::as_str) == Some(b))
             })
@@ -116,13 +116,13 @@ pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
     };
     let batch = ms
         .iter()
-        .filter(|m| m.case == "mlp_latency")
+        .filter(|m| m.is(Case::MlpLatency))
         .filter_map(|m| m.parameters.get("batch")?.parse::<u32>().ok())
         .max()?
         .to_string();
     let mut variants: Vec<&str> = ms
         .iter()
-        .filter(|m| m.case == "mlp_accuracy")
+        .filter(|m| m.is(Case::MlpAccuracy))
         .filter_map(|m| m.parameters.get("variant").map(String::as_str))
         .collect();
     variants.dedup();
@@ -136,8 +136,8 @@ pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
     chart.x_format = seconds;
     chart.y_format = |v| format!("{:.1} %", v * 100.0);
     for v in variants {
-        if let (Some(lat), Some(acc)) = (value("mlp_latency", v, Some(&batch)), value("mlp_accuracy", v, None)) {
-            let memory = value("mlp_weight_bytes", v, None).map(bytes).unwrap_or_default();
+        if let (Some(lat), Some(acc)) = (value(Case::MlpLatency, v, Some(&batch)), value(Case::MlpAccuracy, v, None)) {
+            let memory = value(Case::MlpWeightBytes, v, None).map(bytes).unwrap_or_default();
             chart.series.push(Series::new(format!("{v} ({memory})"), vec![(lat, acc)]));
         }
     }
@@ -182,7 +182,7 @@ fn stat_text(m: &Measurement) -> String {
             Unit::Bytes => bytes(s.p50),
             Unit::FlopPerSecond => format!("{:.2} GFLOP/s", s.p50 / 1e9),
             Unit::RequestsPerSecond => format!("{:.0} req/s", s.p50),
-            Unit::Ratio if m.case.contains("accuracy_delta") => accuracy_points(s.p50),
+            Unit::Ratio if m.is(Case::MlpAccuracyDelta) => accuracy_points(s.p50),
             _ => format!("{:.4}", s.p50),
         },
         _ => m.reason.clone().unwrap_or_else(|| m.status.as_str().to_string()),

@@ -21,6 +21,6 @@ pub mod validate;
 pub mod view;
 
 pub use checks::ModelError;
-pub use run::{Floor, GpuInfo, Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats, Suite, Unit};
+pub use run::{Case, Floor, GpuInfo, Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats, Suite, Unit};
 pub use validate::FieldError;
 pub use view::{FleetView, IngestAck, NodeSummary, RunDetail, RunStatus, RunSummary};

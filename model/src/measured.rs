@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::memory::Precision;
 use crate::rightsize::{Hardware, PerfPoint, Source};
-use crate::run::{Measurement, MeasurementStatus, Suite};
+use crate::run::{Case, Measurement, MeasurementStatus, Suite};
 use crate::transport::TransportMeasurement;
 use crate::units::{Bytes, Seconds, UsdPerHour};
 use crate::view::NodeSummary;
@@ -44,14 +44,14 @@ pub fn hardware_from_quant_run(
     service_time_scale: f64,
 ) -> Option<Hardware> {
     let mut accuracy: BTreeMap<&str, f64> = BTreeMap::new();
-    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.case == "mlp_accuracy_delta") {
+    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.is(Case::MlpAccuracyDelta)) {
         if let (Some(stats), Some(variant)) = (ok(m), m.parameters.get("variant")) {
             accuracy.insert(variant, stats.mean);
         }
     }
     // (precision, batch) → (accuracy delta, perf point)
     let mut best: BTreeMap<(Precision, u32), (f64, PerfPoint)> = BTreeMap::new();
-    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.case == "mlp_latency") {
+    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.is(Case::MlpLatency)) {
         let Some(stats) = ok(m) else { continue };
         let p = &m.parameters;
         let (Some(variant), Some(precision), Some(batch)) = (
@@ -161,7 +161,7 @@ pub fn transport_points(run_id: &str, measurements: &[Measurement]) -> Vec<Trans
     };
     // (client, server) CPU seconds per request.
     let mut cpu: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
-    for m in measurements.iter().filter(|m| m.suite == Suite::Transport && m.case == "cpu_per_request") {
+    for m in measurements.iter().filter(|m| m.suite == Suite::Transport && m.is(Case::CpuPerRequest)) {
         if let (Some(k), Some(stats)) = (key(m), ok(m)) {
             let entry = cpu.entry(k).or_default();
             match m.parameters.get("side").map(String::as_str) {
@@ -172,7 +172,7 @@ pub fn transport_points(run_id: &str, measurements: &[Measurement]) -> Vec<Trans
     }
     let mut points: Vec<TransportPoint> = measurements
         .iter()
-        .filter(|m| m.suite == Suite::Transport && m.case == "round_trip")
+        .filter(|m| m.suite == Suite::Transport && m.is(Case::RoundTrip))
         .filter_map(|m| {
             let k = key(m)?;
             let stats = ok(m)?;
@@ -198,6 +198,13 @@ pub fn transport_points(run_id: &str, measurements: &[Measurement]) -> Vec<Trans
     points
 }
 
+/// How a `memcpy` measurement ranks as a node's DRAM bandwidth: the most threads, then the
+/// largest buffer. The headline is the highest-ranked; the store picks a node's the same way.
+pub fn memcpy_rank(parameters: &BTreeMap<String, String>) -> (u64, u64) {
+    let number = |key: &str| parameters.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (number("threads").max(1), number("bytes"))
+}
+
 /// The figure that stands for a suite in a run, to follow across a node's runs: (name, unit,
 /// value). System: memcpy bandwidth at the most threads and largest buffer; transport: HTTP+JSON
 /// median round trip at the smallest payload with the ends on different cores; quant: FP32
@@ -205,20 +212,23 @@ pub fn transport_points(run_id: &str, measurements: &[Measurement]) -> Vec<Trans
 pub fn headline(suite: Suite, measurements: &[Measurement]) -> Option<(String, String, f64)> {
     let param = |m: &Measurement, k: &str| m.parameters.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     let of_suite = || measurements.iter().filter(move |m| m.suite == suite).filter(|m| ok(m).is_some());
-    let pick = |case: &str, filter: &dyn Fn(&Measurement) -> bool, key: &dyn Fn(&Measurement) -> f64| {
-        of_suite().filter(|m| m.case == case && filter(m)).max_by(|a, b| key(a).total_cmp(&key(b))).and_then(ok)
+    let pick = |case: Case, filter: &dyn Fn(&Measurement) -> bool, key: &dyn Fn(&Measurement) -> f64| {
+        of_suite().filter(|m| m.is(case) && filter(m)).max_by(|a, b| key(a).total_cmp(&key(b))).and_then(ok)
     };
     let is = |m: &Measurement, k: &str, v: &str| m.parameters.get(k).map(String::as_str) == Some(v);
     match suite {
-        Suite::System => pick("memcpy", &|_| true, &|m| param(m, "threads") * 1e15 + param(m, "bytes"))
+        Suite::System => of_suite()
+            .filter(|m| m.is(Case::Memcpy))
+            .max_by_key(|m| memcpy_rank(&m.parameters))
+            .and_then(ok)
             .map(|s| ("memcpy bandwidth".into(), "bytes_per_second".into(), s.p50)),
         Suite::Transport => pick(
-            "round_trip",
+            Case::RoundTrip,
             &|m| is(m, "transport", "http_json") && is(m, "load", "closed") && is(m, "placement", "different_cores"),
             &|m| -param(m, "payload_bytes"),
         )
         .map(|s| ("HTTP+JSON round trip (median)".into(), "seconds".into(), s.p50)),
-        Suite::Quant => pick("mlp_latency", &|m| is(m, "variant", "fp32"), &|m| param(m, "batch"))
+        Suite::Quant => pick(Case::MlpLatency, &|m| is(m, "variant", "fp32"), &|m| param(m, "batch"))
             .map(|s| ("FP32 reference-model batch latency".into(), "seconds".into(), s.p50)),
         _ => None,
     }

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::memory::Precision;
-use crate::run::{Measurement, MeasurementStatus, Suite};
+use crate::run::{Case, Measurement, MeasurementStatus, Suite};
 
 /// One quantized variant of the measured model against its FP32 baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,13 +22,13 @@ pub struct PrecisionEffect {
     pub accuracy_delta: f64,
 }
 
-fn figure(measurements: &[Measurement], case: &str, variant: &str, batch: Option<&str>) -> Option<f64> {
+fn figure(measurements: &[Measurement], case: Case, variant: &str, batch: Option<&str>) -> Option<f64> {
     measurements
         .iter()
         .find(|m| {
             m.suite == Suite::Quant
                 && m.status == MeasurementStatus::Ok
-                && m.case == case
+                && m.is(case)
                 && m.parameters.get("variant").map(String::as_str) == Some(variant)
                 && batch.is_none_or(|b| m.parameters.get("batch").map(String::as_str) == Some(b))
         })
@@ -40,14 +40,14 @@ fn figure(measurements: &[Measurement], case: &str, variant: &str, batch: Option
 /// with a missing or non-positive figure are left out rather than guessed.
 pub fn effects(measurements: &[Measurement]) -> Vec<PrecisionEffect> {
     let mut out = Vec::new();
-    let fp32_bytes = figure(measurements, "mlp_weight_bytes", "fp32", None);
-    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.case == "mlp_latency") {
+    let fp32_bytes = figure(measurements, Case::MlpWeightBytes, "fp32", None);
+    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.is(Case::MlpLatency)) {
         let (Some(variant), Some(batch)) = (m.parameters.get("variant"), m.parameters.get("batch")) else { continue };
         let Some(precision) = m.parameters.get("precision").and_then(|p| Precision::parse(p)) else { continue };
-        let latency = figure(measurements, "mlp_latency", variant, Some(batch));
-        let fp32_latency = figure(measurements, "mlp_latency", "fp32", Some(batch));
-        let bytes = figure(measurements, "mlp_weight_bytes", variant, None);
-        let delta = figure(measurements, "mlp_accuracy_delta", variant, None);
+        let latency = figure(measurements, Case::MlpLatency, variant, Some(batch));
+        let fp32_latency = figure(measurements, Case::MlpLatency, "fp32", Some(batch));
+        let bytes = figure(measurements, Case::MlpWeightBytes, variant, None);
+        let delta = figure(measurements, Case::MlpAccuracyDelta, variant, None);
         let (Some(latency), Some(fp32_latency), Some(bytes), Some(fp32_bytes), Some(delta), Ok(batch_size)) =
             (latency, fp32_latency, bytes, fp32_bytes, delta, batch.parse())
         else {

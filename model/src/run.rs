@@ -156,6 +156,55 @@ pub struct Measurement {
     pub floor: Option<Floor>,
 }
 
+/// The cases that more than the agent reads — plans, pages and the store — named once. On the
+/// wire a case is text, so an agent may report cases this server does not know; these are the
+/// ones with a meaning here. Cases only the agent's own run output reads stay text there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Case {
+    /// `system`: DRAM copy bandwidth at a buffer size and thread count.
+    Memcpy,
+    /// `transport`: one request's round trip.
+    RoundTrip,
+    /// `transport`: client or server CPU seconds per request (`side`).
+    CpuPerRequest,
+    /// `quant`: the reference MLP's latency per batch.
+    MlpLatency,
+    /// `quant`: the reference MLP's requests per second at a batch size.
+    MlpThroughput,
+    /// `quant`: test-set accuracy of a variant.
+    MlpAccuracy,
+    /// `quant`: accuracy of a variant minus that of FP32.
+    MlpAccuracyDelta,
+    /// `quant`: a variant's weight bytes.
+    MlpWeightBytes,
+    /// `quant`: a variant's memory at a batch size.
+    MlpMemoryBytes,
+}
+
+impl Case {
+    /// The case's name on the wire and in the store.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Case::Memcpy => "memcpy",
+            Case::RoundTrip => "round_trip",
+            Case::CpuPerRequest => "cpu_per_request",
+            Case::MlpLatency => "mlp_latency",
+            Case::MlpThroughput => "mlp_throughput",
+            Case::MlpAccuracy => "mlp_accuracy",
+            Case::MlpAccuracyDelta => "mlp_accuracy_delta",
+            Case::MlpWeightBytes => "mlp_weight_bytes",
+            Case::MlpMemoryBytes => "mlp_memory_bytes",
+        }
+    }
+}
+
+impl Measurement {
+    /// Whether this is a measurement of `case`.
+    pub fn is(&self, case: Case) -> bool {
+        self.case == case.as_str()
+    }
+}
+
 /// Summary statistics of a case's samples, in the measurement's unit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

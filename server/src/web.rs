@@ -109,7 +109,8 @@ impl Backend for WebBackend {
                     .measurements
                     .iter()
                     .filter(|m| {
-                        m.case == "mlp_throughput" && m.parameters.get("variant").map(String::as_str) == Some("fp32")
+                        m.is(model::Case::MlpThroughput)
+                            && m.parameters.get("variant").map(String::as_str) == Some("fp32")
                     })
                     .filter_map(|m| m.stats.map(|s| s.mean))
                     .max_by(f64::total_cmp);

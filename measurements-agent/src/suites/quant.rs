@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use model::{Measurement, Suite, Unit};
+use model::{Case, Measurement, Suite, Unit};
 
 use super::{Benchmark, Effort, figure, single};
 use crate::quant::kernels;
@@ -198,9 +198,9 @@ fn mlp_cases(
             ("kernel", kernels::kernel_name().to_string()),
             ("cpu_features", features.to_string()),
         ]);
-        push(out, "mlp_accuracy", Unit::Ratio, &base, accuracy);
-        push(out, "mlp_accuracy_delta", Unit::Ratio, &base, accuracy - baseline);
-        push(out, "mlp_weight_bytes", Unit::Bytes, &base, variant.weight_bytes() as f64);
+        push(out, Case::MlpAccuracy.as_str(), Unit::Ratio, &base, accuracy);
+        push(out, Case::MlpAccuracyDelta.as_str(), Unit::Ratio, &base, accuracy - baseline);
+        push(out, Case::MlpWeightBytes.as_str(), Unit::Bytes, &base, variant.weight_bytes() as f64);
         for batch in [1, 64] {
             let x = &data.test_x[..batch * mlp::INPUTS];
             let recorder = wall_per_call(
@@ -212,9 +212,9 @@ fn mlp_cases(
             let mut p = base.clone();
             p.insert("batch".into(), batch.to_string());
             let Some(stats) = recorder.stats() else { continue };
-            out.push(figure(Suite::Quant, "mlp_latency", Unit::Seconds, p.clone(), Some(stats)));
-            push(out, "mlp_throughput", Unit::RequestsPerSecond, &p, batch as f64 / stats.p50);
-            push(out, "mlp_memory_bytes", Unit::Bytes, &p, variant.memory_bytes(batch) as f64);
+            out.push(figure(Suite::Quant, Case::MlpLatency.as_str(), Unit::Seconds, p.clone(), Some(stats)));
+            push(out, Case::MlpThroughput.as_str(), Unit::RequestsPerSecond, &p, batch as f64 / stats.p50);
+            push(out, Case::MlpMemoryBytes.as_str(), Unit::Bytes, &p, variant.memory_bytes(batch) as f64);
         }
         progress(&format!("quant: {:<30} accuracy {:.4} ({:+.4})", variant.name, accuracy, accuracy - baseline));
     }

@@ -117,7 +117,7 @@ fn memcpy_all_cores(bytes: usize, threads: usize, samples: usize) -> Measurement
 fn bandwidth(parameters: BTreeMap<String, String>, samples: &[f64]) -> Measurement {
     Measurement {
         suite: Suite::System,
-        case: "memcpy".into(),
+        case: model::Case::Memcpy.as_str().into(),
         parameters,
         unit: Unit::BytesPerSecond,
         status: MeasurementStatus::Ok,

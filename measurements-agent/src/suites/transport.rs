@@ -148,7 +148,7 @@ impl Runner {
             self.codec(size);
             self.progress.step(&format!("memcpy {}", model::format::bytes(size as f64)));
             let copy = harness::memcpy(size, self.budget);
-            self.floor("memcpy", size, "none", &copy);
+            self.floor(model::Case::Memcpy.as_str(), size, "none", &copy);
         }
         // Each size's floors are measured just before its transports: on a shared virtual
         // machine the same ping-pong can take 0.1 µs one second and 0.5 µs the next (the host
@@ -196,7 +196,7 @@ impl Runner {
                 if let Some(floor) = m.floor.as_mut().filter(|f| f.name == "spin_ping_pong") {
                     floor.value = lowest;
                 }
-                if m.case == "round_trip" {
+                if m.is(model::Case::RoundTrip) {
                     m.parameters.insert("floor_stable".into(), stable.to_string());
                 }
             }
@@ -317,7 +317,7 @@ impl Runner {
         let base = transport_params(transport, size, name);
         let not_run = |status, reason: String| Measurement {
             status,
-            ..failed("round_trip", Unit::Seconds, base.clone(), reason)
+            ..failed(model::Case::RoundTrip.as_str(), Unit::Seconds, base.clone(), reason)
         };
         if let Some(reason) = transport.not_applicable(peer) {
             self.progress.skip(steps);
@@ -353,7 +353,7 @@ impl Runner {
         closed.insert("load".into(), "closed".into());
         closed.insert("in_flight".into(), "1".into());
         let floor = self.floor_for(transport, size, placement);
-        self.push("round_trip", Unit::Seconds, closed.clone(), &latency.recorder, floor.clone());
+        self.push(model::Case::RoundTrip.as_str(), Unit::Seconds, closed.clone(), &latency.recorder, floor.clone());
         let calls = latency.recorder.len() as f64;
         self.per_request(&closed, "client", &latency.client, calls);
         self.per_request(&closed, "server", &latency.server, calls);
@@ -370,8 +370,10 @@ impl Runner {
         open_params.insert("load".into(), "open".into());
         open_params.insert("rate_rps".into(), format!("{rate:.1}"));
         match open {
-            Ok(r) => self.push("round_trip", Unit::Seconds, open_params, &r, floor),
-            Err(e) => self.out.push(failed("round_trip", Unit::Seconds, open_params, format!("{e:#}"))),
+            Ok(r) => self.push(model::Case::RoundTrip.as_str(), Unit::Seconds, open_params, &r, floor),
+            Err(e) => {
+                self.out.push(failed(model::Case::RoundTrip.as_str(), Unit::Seconds, open_params, format!("{e:#}")))
+            }
         }
 
         if throughput_here {
@@ -412,7 +414,13 @@ impl Runner {
         }
         let mut p = base.clone();
         p.insert("side".into(), side.into());
-        self.out.push(figure("cpu_per_request", Unit::Seconds, p.clone(), Some(single(usage.cpu_s() / calls)), None));
+        self.out.push(figure(
+            model::Case::CpuPerRequest.as_str(),
+            Unit::Seconds,
+            p.clone(),
+            Some(single(usage.cpu_s() / calls)),
+            None,
+        ));
         for (kind, n) in [("voluntary", usage.voluntary_switches), ("involuntary", usage.involuntary_switches)] {
             let mut p = p.clone();
             p.insert("switches".into(), kind.into());

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::{
-    Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload, Stats,
-    Suite, Unit,
+    Case, Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload,
+    Stats, Suite, Unit,
 };
 // Dynamic SQL here interpolates only integers and `$N` placeholders; values are bound.
 use sqlx::{AssertSqlSafe, FromRow};
@@ -229,25 +229,25 @@ impl Store {
             .collect()
     }
 
-    /// Per node: the median memcpy bandwidth on the most threads and largest buffer in its
-    /// latest `system` run.
+    /// Per node: the median memcpy bandwidth of its latest `system` run, the measurement the
+    /// model ranks highest ([`model::measured::memcpy_rank`]), as on the run's page.
     async fn latest_memcpy(&self) -> anyhow::Result<HashMap<String, f64>> {
         let rows: Vec<(String, String, Option<f64>)> = sqlx::query_as(
             // One index probe per node for its latest system run, then those runs' rows by key.
             "SELECT r.node_id, m.parameters_json, m.p50 FROM measurements m JOIN runs r ON r.id = m.run_id \
              WHERE m.run_id IN (SELECT (SELECT rs.run_id FROM run_suites rs WHERE rs.node_id = n.id \
-               AND rs.suite = 'system' ORDER BY rs.started_at_ms DESC LIMIT 1) FROM nodes n) \
-             AND m.case_name = 'memcpy' AND m.status = 'ok'",
+               AND rs.suite = $1 ORDER BY rs.started_at_ms DESC LIMIT 1) FROM nodes n) \
+             AND m.case_name = $2 AND m.status = 'ok'",
         )
+        .bind(Suite::System.as_str())
+        .bind(Case::Memcpy.as_str())
         .fetch_all(&self.pool)
         .await?;
-        // The most threads, then the largest buffer: the node's DRAM bandwidth.
         let mut best: HashMap<String, ((u64, u64), f64)> = HashMap::new();
         for (node, parameters, p50) in rows {
             let Some(p50) = p50 else { continue };
             let params: BTreeMap<String, String> = serde_json::from_str(&parameters)?;
-            let number = |key: &str| params.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            let rank = (number("threads").max(1), number("bytes"));
+            let rank = model::measured::memcpy_rank(&params);
             let entry = best.entry(node).or_insert((rank, p50));
             if rank > entry.0 {
                 *entry = (rank, p50);
