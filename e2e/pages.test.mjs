@@ -60,15 +60,15 @@ test('planner: the cost per request follows the volume without a page load; bad 
   await noNaN(page);
 
   await page.fill('#f-requests', '50M');
-  await page.check('input[name=uncertain]');
+  await page.check('input[type=checkbox][name=uncertain]');
   await page.locator('svg[aria-label^="What moves the cost per request"]').waitFor();
   assert.match(await page.locator('[data-out=probability]').innerText(), /Probability the optimization saves money each month: \d+ %/);
   assert.match(await page.locator('[data-chart=spend]').innerHTML(), /P10–P90/);
   await noNaN(page);
 
   // Capacity is bought by the replica-hour: one replica at $2.50/h is $1,825 a month, busy or not.
-  await page.uncheck('input[name=uncertain]');
-  await page.check('input[name=derive]');
+  await page.uncheck('input[type=checkbox][name=uncertain]');
+  await page.check('input[type=checkbox][name=derive]');
   await page.fill('#f-requests', '1M');
   await page.fill('#f-hourly', '2.50');
   await page.fill('#f-throughput', '400');
@@ -84,7 +84,7 @@ test('planner: the cost per request follows the volume without a page load; bad 
   // The worked example: $1,000 of training a month over 1M requests is $0.001 a request;
   // distillation at $5,000 more a month that cuts serving from $0.01 to $0.001 saves $9,000
   // gross, $4,000 net.
-  await page.uncheck('input[name=derive]');
+  await page.uncheck('input[type=checkbox][name=derive]');
   await page.fill('#f-requests', '1M');
   await page.fill('#f-training', '1000');
   await page.fill('#f-retrains', '1');
@@ -104,6 +104,23 @@ test('planner: the cost per request follows the volume without a page load; bad 
   await page.setViewportSize(PHONE);
   await review(page, 'planner-390');
   assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('planner: what is typed before the bundle loads still answers, as a plain GET form', async () => {
+  const { context, page } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/planner');
+  // A slow link: the bundle never arrives, so the page stays as the server rendered it.
+  await page.route('**/*.wasm', (route) => route.abort());
+  await page.goto(`${env.base}/planner`);
+  await page.fill('#f-requests', '5M');
+  await page.press('#f-requests', 'Enter');
+  await page.waitForURL(/[?&]requests=5M/);
+  assert.equal(await page.inputValue('#f-requests'), '5M');
+  // $20,000 of training over 5M requests plus $0.0001 serving; the checked box stays checked.
+  assert.equal(await page.locator('[data-out=cost-per-request]').innerText(), '$0.00410');
+  assert.equal(await page.isChecked('input[type=checkbox][name=optimize]'), true);
+  assert.equal(await page.isChecked('input[type=checkbox][name=derive]'), false);
   await context.close();
 });
 

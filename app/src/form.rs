@@ -258,9 +258,13 @@ pub fn FlagField(form: Form, key: &'static str) -> impl IntoView {
     let value = form.signal(key);
     view! {
         <label class="switch" data-field=key>
+            // Submitted before hydration: an unchecked box sends the hidden 0, a checked one
+            // sends 0 then 1, and the last value counts.
+            <input type="hidden" name=key value="0"/>
             <input
                 type="checkbox"
                 name=key
+                value="1"
                 checked=value.get_untracked() == "1"
                 prop:checked=move || value.get() == "1"
                 on:change=move |ev| value.set(if event_target_checked(&ev) { "1".into() } else { "0".into() })

@@ -423,7 +423,10 @@ pub fn PlannerPage() -> impl IntoView {
         <h1>"Planner"</h1>
         <p class="lede">"What a request costs once training is spread over the requests it serves, and whether a cheaper-to-serve model pays for its extra training. Numbers update as you type; "<code>"50M"</code>", "<code>"1.2k"</code>" and "<code>"20,000"</code>" all work."</p>
         <div class="planner">
-            <form class="inputs card" on:submit=|ev| ev.prevent_default()>
+            // Before the bundle hydrates this is a plain GET form (Enter or "Update" reloads the
+            // page with what was typed); after, the page answers as you type and submitting does nothing.
+            <form class="inputs card" method="get" action="/planner" on:submit=|ev| ev.prevent_default()>
+                <button type="submit" class="before-hydration">"Update"</button>
                 {view! {
                 <fieldset>
                     <legend>"Volume and training"</legend>

@@ -221,7 +221,10 @@ pub fn RightSizingPage() -> impl IntoView {
         <h1>"Right-sizing"</h1>
         <p class="lede">"The cheapest configuration that meets your latency SLO, from service times measured on your nodes. Every configuration on the Pareto front is one no other beats on both cost and latency."</p>
         <div class="planner">
-            <form class="inputs card" on:submit=|ev| ev.prevent_default()>
+            // Before the bundle hydrates this is a plain GET form (Enter or "Update" reloads the
+            // page with what was typed); after, the page answers as you type and submitting does nothing.
+            <form class="inputs card" method="get" action="/right-sizing" on:submit=|ev| ev.prevent_default()>
+                <button type="submit" class="before-hydration">"Update"</button>
                 {view! {
                 <fieldset>
                     <legend>"Load and SLO"</legend>

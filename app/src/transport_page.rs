@@ -157,7 +157,10 @@ pub fn TransportPage() -> impl IntoView {
         <h1>"Transport"</h1>
         <p class="lede">"How to call your inference service: latency and CPU of each transport as measured by the agents, what the cores cost at your rate, and the cheapest one within your latency budget."</p>
         <div class="planner">
-            <form class="inputs card" on:submit=|ev| ev.prevent_default()>
+            // Before the bundle hydrates this is a plain GET form (Enter or "Update" reloads the
+            // page with what was typed); after, the page answers as you type and submitting does nothing.
+            <form class="inputs card" method="get" action="/transport" on:submit=|ev| ev.prevent_default()>
+                <button type="submit" class="before-hydration">"Update"</button>
                 <fieldset>
                     <legend>"Traffic"</legend>
                     <NumberField form key="payload" hint="The nearest measured size is used."/>
