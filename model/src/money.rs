@@ -41,6 +41,28 @@ pub fn format_usd(micros: MicroUsd) -> String {
     format!("{sign}{whole}.{digits}")
 }
 
+/// Micro-dollars rounded to whole cents (half away from zero), as text: `1825.00`. What finance
+/// files show; the exact amount is [`format_usd`].
+pub fn format_cents(micros: MicroUsd) -> String {
+    let cents = cents(micros);
+    let sign = if cents < 0 { "-" } else { "" };
+    let c = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", c / 100, c % 100)
+}
+
+/// Micro-dollars rounded to whole cents (half away from zero).
+pub fn cents(micros: MicroUsd) -> i64 {
+    let (whole, rest) = (micros / 10_000, micros % 10_000);
+    whole
+        + if rest >= 5_000 {
+            1
+        } else if rest <= -5_000 {
+            -1
+        } else {
+            0
+        }
+}
+
 /// Micro-dollars as dollars, for charts and the planning model.
 pub fn to_usd(micros: MicroUsd) -> f64 {
     micros as f64 / MICROS_PER_USD as f64
@@ -84,5 +106,16 @@ mod tests {
         fn format_then_parse_is_the_identity(m in 0i64..1_000_000_000_000) {
             prop_assert_eq!(parse_usd(&format_usd(m)), Ok(m));
         }
+    }
+
+    #[test]
+    fn cents_round_half_away_from_zero() {
+        assert_eq!(format_cents(1_825_000_000), "1825.00");
+        assert_eq!(format_cents(4_999), "0.00");
+        assert_eq!(format_cents(5_000), "0.01");
+        assert_eq!(format_cents(-5_000), "-0.01");
+        assert_eq!(format_cents(-4_999), "0.00");
+        assert_eq!(format_cents(123_456_789), "123.46");
+        assert_eq!(cents(i64::MAX), i64::MAX / 10_000 + 1);
     }
 }

@@ -508,13 +508,74 @@ fn frame_with(report: &Report, cell: &dyn Fn(String) -> String) -> PolarsResult<
     DataFrame::new(n, columns)
 }
 
-/// The table as CSV, then a `TOTAL` line whose money columns are the exact sums of the rows.
+/// The table as CSV for finance: a header row of labels, money in cents, an exact micro-dollar
+/// total beside it, text cells neutralised against formulas, then a `TOTAL` line whose cent
+/// columns are the sums of the cents above (so the file adds up as shown) and whose exact
+/// column is the exact total.
 pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
-    let mut df = frame_with(report, &|text| crate::csv_cell::neutral(&text).into_owned())?;
-    let mut out = Vec::new();
-    CsvWriter::new(&mut out).include_header(true).finish(&mut df)?;
-    let sum = |f: &dyn Fn(&ReportRow) -> MicroUsd| format_usd(report.rows.iter().map(f).sum());
+    let text = |t: &str| crate::csv_cell::neutral(t).into_owned();
+    let per_request = |micros: MicroUsd, requests: u64| {
+        if requests == 0 {
+            String::new()
+        } else {
+            let usd = to_usd(micros) / requests as f64;
+            format!("{usd:.10}").trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+    };
+    let mut header: Vec<String> = [
+        "Deployment",
+        "Team",
+        "Configuration",
+        "Period from",
+        "Period to",
+        "Requests",
+        "Serving (USD)",
+        "Training (USD)",
+        "Total (USD)",
+        "Cost per request (USD)",
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(KINDS.iter().map(|k| format!("Saving from {} (USD)", kind_name(*k).replace('_', "-"))));
+    header.extend(
+        ["Total (exact micro-USD)", "Price catalog version", "Price as of", "Price source", "Benchmark run ids"]
+            .map(String::from),
+    );
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let fail = |e: csv::Error| PolarsError::ComputeError(e.to_string().into());
+    out.write_record(&header).map_err(fail)?;
+    let mut sums = [0i64; 3 + KINDS.len()];
+    for r in &report.rows {
+        let money = [r.serving_micro_usd, r.training_micro_usd, r.total_micro_usd]
+            .into_iter()
+            .chain(KINDS.iter().map(|k| r.savings_micro_usd.get(k).copied().unwrap_or(0)));
+        let money: Vec<i64> = money.map(model::money::cents).collect();
+        for (sum, c) in sums.iter_mut().zip(&money) {
+            *sum = sum.saturating_add(*c);
+        }
+        let cents = |c: i64| model::money::format_cents(c.saturating_mul(10_000));
+        let mut record = vec![
+            text(&r.deployment),
+            text(&r.team),
+            text(&r.configuration),
+            report.from.clone(),
+            report.to.clone(),
+            r.requests.to_string(),
+        ];
+        record.extend(money[..3].iter().map(|c| cents(*c)));
+        record.push(per_request(r.total_micro_usd, r.requests));
+        record.extend(money[3..].iter().map(|c| cents(*c)));
+        record.extend([
+            r.total_micro_usd.to_string(),
+            report.catalog_version.to_string(),
+            r.price_as_of.clone().unwrap_or_default(),
+            text(&r.price_source),
+            r.run_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(" "),
+        ]);
+        out.write_record(&record).map_err(fail)?;
+    }
     let requests: u64 = report.rows.iter().map(|r| r.requests).sum();
+    let cents = |c: i64| model::money::format_cents(c.saturating_mul(10_000));
     let mut total = vec![
         "TOTAL".to_string(),
         String::new(),
@@ -522,16 +583,19 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
         report.from.clone(),
         report.to.clone(),
         requests.to_string(),
-        sum(&|r| r.serving_micro_usd),
-        sum(&|r| r.training_micro_usd),
-        sum(&|r| r.total_micro_usd),
-        if requests == 0 { String::new() } else { format!("{}", to_usd(report.total_micro_usd()) / requests as f64) },
     ];
-    total.extend(KINDS.iter().map(|k| format_usd(report.saving_micro_usd(*k))));
-    total.extend([report.catalog_version.to_string(), String::new(), String::new(), String::new()]);
-    out.extend_from_slice(total.join(",").as_bytes());
-    out.push(b'\n');
-    Ok(out)
+    total.extend(sums[..3].iter().map(|c| cents(*c)));
+    total.push(per_request(report.total_micro_usd(), requests));
+    total.extend(sums[3..].iter().map(|c| cents(*c)));
+    total.extend([
+        report.total_micro_usd().to_string(),
+        report.catalog_version.to_string(),
+        String::new(),
+        String::new(),
+        String::new(),
+    ]);
+    out.write_record(&total).map_err(fail)?;
+    out.into_inner().map_err(|e| PolarsError::ComputeError(e.to_string().into()))
 }
 
 /// The table as Parquet (rows only; sum a column for its total).
@@ -760,10 +824,18 @@ mod tests {
             (0..50).map(|i| deployment(if i % 2 == 0 { "g5.xlarge" } else { "p4d.24xlarge" }, 1 + i % 5)).collect();
         let r = build("r".into(), &request(deployments), &Prices::new(&catalog), 1, &|_| true).unwrap();
         let csv = String::from_utf8(to_csv(&r).unwrap()).unwrap();
-        let last = csv.lines().last().unwrap();
-        assert!(last.starts_with("TOTAL,"));
+        let mut reader = csv::ReaderBuilder::new().has_headers(false).from_reader(csv.as_bytes());
+        let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        let lines: Vec<Vec<&str>> = records.iter().map(|r| r.iter().collect()).collect();
+        assert_eq!(lines.len(), 52, "header, 50 rows, total");
+        assert_eq!((lines[0][8], lines[0][14]), ("Total (USD)", "Total (exact micro-USD)"));
+        let last = &lines[51];
+        assert_eq!(last[0], "TOTAL");
+        // The cents add up as shown; the exact column is the exact total.
+        let cents: i64 = lines[1..51].iter().map(|l| l[8].replace('.', "").parse::<i64>().unwrap()).sum();
+        assert_eq!(last[8].replace('.', "").parse::<i64>().unwrap(), cents);
         let total: MicroUsd = r.rows.iter().map(|x| x.total_micro_usd).sum();
-        assert_eq!(last.split(',').nth(8).unwrap(), format_usd(total));
-        assert_eq!(csv.lines().count(), 52, "header, 50 rows, total");
+        assert_eq!(last[14], total.to_string());
+        assert!(lines[1..].iter().all(|l| l[6].split('.').nth(1).map(str::len) == Some(2)), "money in cents");
     }
 }

@@ -9,7 +9,6 @@ use std::io::Cursor;
 use calamine::{Data, Reader, Xlsx, open_workbook_from_rs};
 use common::{databases, post, sample_run, spawn};
 use headroom_server::auth::Role;
-use model::money::parse_usd;
 use polars::prelude::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -68,20 +67,28 @@ async fn a_report_reads_back_the_same_in_every_format() {
         assert_eq!(ranker["run_ids"][0], run.run_id.to_string());
         assert_eq!(report["rows"][1]["price_source"], "entered");
 
-        // CSV: every row, then a TOTAL line that is the exact sum of the rows.
+        // CSV: labelled columns, every row in cents with its exact micro-dollars beside it, then a
+        // TOTAL line whose cents are the sum of the cents shown and whose exact column is exact.
         let (status, csv_bytes) = get(&app, &finance, &format!("/api/v1/reports/{id}.csv")).await;
         assert_eq!(status, StatusCode::OK);
         let mut reader = csv::Reader::from_reader(csv_bytes.as_slice());
         let header = reader.headers().unwrap().clone();
-        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
         let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
         assert_eq!(records.len(), 4);
-        let rows_total: i64 = records[..3].iter().map(|r| parse_usd(&r[col("total_usd")]).unwrap()).sum();
+        let exact = |r: &csv::StringRecord| r[col("Total (exact micro-USD)")].parse::<i64>().unwrap();
+        let cents = |r: &csv::StringRecord| {
+            let shown = &r[col("Total (USD)")];
+            assert_eq!(shown.split('.').nth(1).map(str::len), Some(2), "{shown} is in cents");
+            shown.replace('.', "").parse::<i64>().unwrap()
+        };
         assert_eq!(&records[3][0], "TOTAL");
-        assert_eq!(parse_usd(&records[3][col("total_usd")]).unwrap(), rows_total);
-        assert_eq!(rows_total, total);
-        assert_eq!(&records[0][col("period_from")], "2026-11-01");
-        assert_eq!(&records[0][col("price_catalog_version")], "1");
+        assert_eq!(records[..3].iter().map(exact).sum::<i64>(), total);
+        assert_eq!(exact(&records[3]), total);
+        assert_eq!(records[..3].iter().map(cents).sum::<i64>(), cents(&records[3]));
+        assert!((cents(&records[3]) * 10_000 - total).abs() <= 3 * 5_000, "the cents round the exact total");
+        assert_eq!(&records[0][col("Period from")], "2026-11-01");
+        assert_eq!(&records[0][col("Price catalog version")], "1");
 
         // Parquet: typed columns; the sum of total_usd is the report's total.
         let (status, parquet) = get(&app, &finance, &format!("/api/v1/reports/{id}.parquet")).await;
