@@ -258,7 +258,13 @@ test('reports: a report built from the saved scenario, its total, chart and down
   const lastMonth = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 0));
   assert.equal(await page.inputValue('#report-to'), lastMonth.toISOString().slice(0, 10));
   await page.fill('#report-from', '2026-11-01');
+  // A period that ends before it starts cannot be built, and the page says why.
+  await page.fill('#report-to', '2026-10-31');
+  await page.locator('[data-out=build-why]', { hasText: 'ends before it starts' }).waitFor();
+  assert.equal(await page.isDisabled('button:has-text("Build report")'), true);
   await page.fill('#report-to', '2026-11-30');
+  await page.waitForFunction(() => document.querySelector('[data-out=build-why]')?.textContent === '');
+  assert.equal(await page.isDisabled('button:has-text("Build report")'), false);
   await page.click('button:has-text("Build report")');
   await page.getByRole('status').filter({ hasText: 'Built “November”: 1 deployment,' }).waitFor();
   const total = page.locator('[data-out=report-total]');

@@ -3,6 +3,7 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
+use model::calendar::Date;
 use model::format::{usd, utc_minute};
 use model::money::to_usd;
 
@@ -41,6 +42,19 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
     let from = RwSignal::new(first.to_string());
     let to = RwSignal::new(last.to_string());
     let newest = v.reports.first().cloned();
+    // Why the report cannot be built yet, said beside the disabled button.
+    let scenarios = v.planner_scenarios;
+    let blocked = move || -> Option<String> {
+        if scenarios == 0 {
+            return Some("Nothing to build from yet: save a scenario on the Planner first.".into());
+        }
+        match (Date::parse(&from.get()), Date::parse(&to.get())) {
+            (Err(reason), _) => Some(format!("From {reason}.")),
+            (_, Err(reason)) => Some(format!("To {reason}.")),
+            (Ok(f), Ok(t)) if t < f => Some("The period ends before it starts: set To on or after From.".into()),
+            _ => None,
+        }
+    };
     let chart = (!v.top.is_empty()).then(|| {
         let rows: Vec<(String, Vec<f64>)> =
             v.top.iter().map(|(d, serving, training)| (d.clone(), vec![to_usd(*serving), to_usd(*training)])).collect();
@@ -74,15 +88,16 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
         {(v.others > 0).then(|| view! { <p class="note">{format!("{} smaller deployments are in the downloads.", v.others)}</p> })}
         <div class="card">
             <h2>"New report from saved scenarios"</h2>
-            <p class="hint">{format!("One deployment per saved planner scenario ({} saved): its volume, training and serving cost, and its distillation option as a recommendation. Reports of instance-priced deployments are built with POST /api/v1/reports.", v.planner_scenarios)}</p>
+            <p class="hint">{format!("Each saved Planner scenario ({} saved) becomes one line of the report: its requests, training and serving cost over the days chosen, and its distillation option as a possible saving. Amounts are in US dollars, rounded to cents in the files, with the exact figure kept beside them.", v.planner_scenarios)}</p>
             <div class="report-form">
                 <label>"Name "<input id="report-name" type="text" value=name.get_untracked() prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/></label>
                 <label>"From "<input id="report-from" type="date" value=from.get_untracked() prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev))/></label>
                 <label>"To "<input id="report-to" type="date" value=to.get_untracked() prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev))/></label>
-                <button type="button" class="primary" disabled=move || builder.pending().get() on:click=move |_| {
+                <button type="button" class="primary" aria-describedby="build-why" disabled=move || builder.pending().get() || blocked().is_some() on:click=move |_| {
                     builder.dispatch((name.get_untracked(), from.get_untracked(), to.get_untracked()));
                 }>"Build report"</button>
             </div>
+            <p class="hint" id="build-why" data-out="build-why">{move || blocked().unwrap_or_default()}</p>
             {move || builder.value().get().map(|r| match r {
                 Ok(s) => view! { <p class="saved" role="status">{format!("Built “{}”: {} deployment{}, {}.", s.name, s.deployments, if s.deployments == 1 { "" } else { "s" }, usd(to_usd(s.total_micro_usd)))}</p> }.into_any(),
                 Err(e) => view! { <p class="error" role="alert">{format!("Not built: {}", clean(&e))}</p> }.into_any(),
