@@ -168,7 +168,7 @@ test('scenarios: save the planner inputs, list them, reopen them', async () => {
   await page.goto(`${env.base}/scenarios`);
   const link = page.locator('table.scenarios a', { hasText: 'Launch plan' });
   await link.waitFor();
-  assert.match(await page.locator('table.scenarios').innerText(), /Planner\s+admin/);
+  assert.match(await page.locator('table.scenarios').innerText(), /Planner\s+123\.00 million\s+\$0\.000466\s+admin/);
   await review(page, 'scenarios-1280');
   await page.setViewportSize(PHONE);
   await review(page, 'scenarios-390');

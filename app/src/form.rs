@@ -101,6 +101,8 @@ pub fn validate(specs: &[FieldSpec], values: &BTreeMap<String, String>) -> Resul
 pub struct Form {
     specs: &'static [FieldSpec],
     values: StoredValue<Vec<RwSignal<String>>>,
+    /// Whether reads subscribe (a live page) or not (a snapshot computed once).
+    tracked: bool,
 }
 
 impl Form {
@@ -108,7 +110,17 @@ impl Form {
     pub fn new(specs: &'static [FieldSpec], query: &ParamsMap) -> Self {
         let values =
             specs.iter().map(|s| RwSignal::new(query.get(s.key).unwrap_or_else(|| s.default.to_string()))).collect();
-        Form { specs, values: StoredValue::new(values) }
+        Form { specs, values: StoredValue::new(values), tracked: true }
+    }
+
+    /// Stored inputs read once, outside any reactive context (a list of saved scenarios):
+    /// nothing subscribes, so nothing warns.
+    pub fn snapshot(specs: &'static [FieldSpec], values: &BTreeMap<String, String>) -> Self {
+        let values = specs
+            .iter()
+            .map(|s| RwSignal::new(values.get(s.key).cloned().unwrap_or_else(|| s.default.to_string())))
+            .collect();
+        Form { specs, values: StoredValue::new(values), tracked: false }
     }
 
     fn index(&self, key: &str) -> usize {
@@ -126,7 +138,7 @@ impl Form {
 
     /// The field as typed, tracked: read it inside a memo, effect or view closure.
     pub fn text(&self, key: &str) -> String {
-        self.signal(key).get()
+        if self.tracked { self.signal(key).get() } else { self.signal(key).get_untracked() }
     }
 
     /// The field as typed, without subscribing: for event handlers and one-off reads.

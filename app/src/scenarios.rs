@@ -78,14 +78,17 @@ fn ScenarioTable(items: Vec<ScenarioView>) -> impl IntoView {
     view! {
         <div tabindex="0" class="table-wrap">
             <table class="scenarios">
-                <thead><tr><th>"Name"</th><th>"Page"</th><th>"Saved by"</th><th>"Saved"</th></tr></thead>
+                <thead><tr><th>"Name"</th><th>"Page"</th><th class="num">"Requests per month"</th><th class="num">"Cost per request"</th><th>"Saved by"</th><th>"Saved"</th></tr></thead>
                 <tbody>
                     {items.into_iter().map(|s| {
                         let page = if page_of(&s.kind) == "/planner" { "Planner" } else { "Right-sizing" };
+                        let (volume, cost) = key_figures(&s);
                         view! {
                             <tr>
                                 <td><a href=s.url() rel="external">{s.name.clone()}</a></td>
                                 <td>{page}</td>
+                                <td class="num" data-out="volume">{volume}</td>
+                                <td class="num" data-out="cost">{cost}</td>
                                 <td>{s.created_by.clone().unwrap_or_else(|| "—".into())}</td>
                                 <td>{utc_minute(s.created_at_ms)}</td>
                             </tr>
@@ -94,5 +97,19 @@ fn ScenarioTable(items: Vec<ScenarioView>) -> impl IntoView {
                 </tbody>
             </table>
         </div>
+    }
+}
+
+/// A saved Planner scenario's volume and cost per request, as the Planner would show them
+/// (hardware-derived serving without measured nodes, as entered); dashes where it cannot say.
+fn key_figures(s: &ScenarioView) -> (String, String) {
+    let dash = || ("—".to_string(), "—".to_string());
+    if s.kind != crate::planner::KIND {
+        return dash();
+    }
+    let Ok(inputs) = crate::form::from_query(&s.query) else { return dash() };
+    match crate::planner::plan(&crate::form::Form::snapshot(crate::planner::FIELDS, &inputs), &[]) {
+        Ok(p) => (model::format::count(p.requests), model::format::usd(p.baseline.total_cost_per_request_usd.0)),
+        Err(_) => dash(),
     }
 }
