@@ -545,6 +545,7 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
     let fail = |e: csv::Error| PolarsError::ComputeError(e.to_string().into());
     out.write_record(&header).map_err(fail)?;
     let mut sums = [0i64; 3 + KINDS.len()];
+    let cents = |c: i64| model::money::format_cents(c.saturating_mul(10_000));
     for r in &report.rows {
         let money = [r.serving_micro_usd, r.training_micro_usd, r.total_micro_usd]
             .into_iter()
@@ -553,7 +554,6 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
         for (sum, c) in sums.iter_mut().zip(&money) {
             *sum = sum.saturating_add(*c);
         }
-        let cents = |c: i64| model::money::format_cents(c.saturating_mul(10_000));
         let mut record = vec![
             text(&r.deployment),
             text(&r.team),
@@ -575,7 +575,6 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
         out.write_record(&record).map_err(fail)?;
     }
     let requests: u64 = report.rows.iter().map(|r| r.requests).sum();
-    let cents = |c: i64| model::money::format_cents(c.saturating_mul(10_000));
     let mut total = vec![
         "TOTAL".to_string(),
         String::new(),
