@@ -21,10 +21,14 @@ pub struct PageError {
 
 type Answer<T> = BoxFuture<'static, Result<T, PageError>>;
 
-/// A page-data error as a server function error, with the response status set to the API's
-/// (401, 403, 404, 422…) rather than a blanket 500.
+/// A page-data error as a server function error. A `/srv/*` call answers the API's status
+/// (401, 403, 404, 422…) rather than a blanket 500. A page rendered on the server does not:
+/// its data resolves while the page streams, so whether a status set here still reached the
+/// headers would depend on timing; the page answers 200 and says the reason in its content.
 pub fn page_error(err: PageError) -> leptos::prelude::ServerFnError {
-    if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+    let server_function =
+        leptos::prelude::use_context::<http::request::Parts>().is_some_and(|p| p.uri.path().starts_with("/srv/"));
+    if server_function && let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
         response.set_status(http::StatusCode::from_u16(err.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR));
     }
     leptos::prelude::ServerFnError::new(err.message)

@@ -2,7 +2,7 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_query_map;
+use leptos_router::hooks::{use_location, use_query_map};
 
 #[component]
 pub fn LoginPage() -> impl IntoView {
@@ -14,7 +14,14 @@ pub fn LoginPage() -> impl IntoView {
             _ => "Unknown user name or wrong password.",
         })
     };
-    let next = move || query.read().get("next").unwrap_or_else(|| "/fleet".to_string());
+    // `next` is read from the raw query and decoded once (the query map decodes values twice,
+    // which would turn an encoded `%2C` in the link back into `,`), and written as an attribute
+    // so it is there before the bundle hydrates. The server checks it again after sign-in.
+    let raw = use_location().search.get_untracked();
+    let next = crate::form::from_query(raw.trim_start_matches('?'))
+        .ok()
+        .and_then(|q| q.get("next").cloned())
+        .unwrap_or_else(|| "/fleet".to_string());
     view! {
         <Title text="Sign in · Headroom"/>
         <main class="login">
@@ -23,7 +30,7 @@ pub fn LoginPage() -> impl IntoView {
             <form method="post" action="/login" class="card">
                 <label>"User name" <input type="text" name="name" autocomplete="username" required/></label>
                 <label>"Password" <input type="password" name="password" autocomplete="current-password" required/></label>
-                <input type="hidden" name="next" prop:value=next/>
+                <input type="hidden" name="next" value=next/>
                 {move || error().map(|e| view! { <p class="error" role="alert">{e}</p> })}
                 <button type="submit">"Sign in"</button>
             </form>

@@ -527,7 +527,7 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
     view! {
         <div class="field" data-field="node">
             <label for="f-node">"Measured node"</label>
-            <select id="f-node" on:change=move |ev| pick(event_target_value(&ev))>
+            <select id="f-node" name="node" on:change=move |ev| pick(event_target_value(&ev))>
                 <option value="" selected=move || node.get().is_empty()>"— enter by hand —"</option>
                 {move || nodes.get().into_iter().map(|n| {
                     let id = n.node_id.clone();

@@ -25,6 +25,8 @@ pub const DATE_SHAPE: &str = "must be a date like 2026-11-30";
 impl Date {
     /// The first day [`Date`] holds.
     pub const EPOCH: Date = Date { days: 0 };
+    /// The last day [`Date`] holds, 9999-12-31 (what [`Date::parse`] reads and a date input shows).
+    pub const LAST: Date = Date { days: 2_932_896 };
 
     /// Reads `YYYY-MM-DD`: exactly four, two and two ASCII digits, a month of 1–12 and a day
     /// that exists in it (29 February only in leap years), from 1970 to 9999.
@@ -67,7 +69,7 @@ impl Date {
 
     /// The day a Unix time in milliseconds falls on (UTC); times before 1970 are 1970-01-01.
     pub fn from_unix_ms(unix_ms: i64) -> Date {
-        let days = unix_ms.div_euclid(86_400_000).clamp(0, i64::from(i32::MAX));
+        let days = unix_ms.div_euclid(86_400_000).clamp(0, i64::from(Date::LAST.days));
         Date { days: days as i32 }
     }
 
@@ -90,7 +92,8 @@ impl Date {
     pub fn previous_month(self) -> (Date, Date) {
         let (year, month, _) = self.ymd();
         let (year, month) = if month == 1 { (year - 1, 12) } else { (year, month - 1) };
-        let year = year.max(1970) as u32;
+        // January 1970 has no month before it that a Date holds: it is its own.
+        let (year, month) = if year < 1970 { (1970, 1) } else { (year as u32, month) };
         (Date::from_ymd(year, month, 1), Date::from_ymd(year, month, days_in_month(year, month)))
     }
 }
@@ -191,5 +194,8 @@ mod tests {
         let (from, to) = Date::parse("2026-01-03").unwrap().previous_month();
         assert_eq!((from.to_string(), to.to_string()), ("2025-12-01".into(), "2025-12-31".into()));
         assert_eq!(Date::from_unix_ms(1_796_043_900_000).to_string(), "2026-11-30");
+        assert_eq!(Date::EPOCH.previous_month().0, Date::EPOCH);
+        assert_eq!(Date::from_unix_ms(i64::MAX).to_string(), "9999-12-31");
+        assert_eq!(Date::parse("9999-12-31"), Ok(Date::LAST));
     }
 }

@@ -37,7 +37,7 @@ pub use crate::calendar::civil_from_days;
 /// $1 up (`$1,234.57`), and below a dollar at least three significant digits (`$0.0110`,
 /// `$0.000123`), so a cost per request is never rounded to whole cents.
 pub fn usd(value: f64) -> String {
-    if !value.is_finite() {
+    if !(value * 100.0).is_finite() {
         return "—".to_string();
     }
     let v = value.abs();
@@ -162,6 +162,7 @@ mod tests {
         assert_eq!(usd(-12.0), "−$12.00");
         assert_eq!(usd(0.0), "$0.00");
         assert_eq!(usd(f64::NAN), "—");
+        assert_eq!(usd(1e307), "—");
         assert_eq!(grouped(999.0), "999");
         assert_eq!(grouped(1000.0), "1,000");
         assert_eq!(grouped(-1_000_000.0), "−1,000,000");

@@ -508,8 +508,8 @@ fn frame_with(report: &Report, cell: &dyn Fn(String) -> String) -> PolarsResult<
     DataFrame::new(n, columns)
 }
 
-/// The table as CSV for finance: a header row of labels, money in cents, an exact micro-dollar
-/// total beside it, text cells neutralised against formulas, then a `TOTAL` line whose cent
+/// The table as CSV for finance: a header row of labels, money in cents (a row's total is its
+/// serving plus its training as shown), an exact micro-dollar total beside it, text cells neutralised against formulas, then a `TOTAL` line whose cent
 /// columns are the sums of the cents above (so the file adds up as shown) and whose exact
 /// column is the exact total.
 pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
@@ -550,7 +550,9 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
         let money = [r.serving_micro_usd, r.training_micro_usd, r.total_micro_usd]
             .into_iter()
             .chain(KINDS.iter().map(|k| r.savings_micro_usd.get(k).copied().unwrap_or(0)));
-        let money: Vec<i64> = money.map(model::money::cents).collect();
+        let mut money: Vec<i64> = money.map(model::money::cents).collect();
+        // A row reads across: its total is its serving plus its training as shown.
+        money[2] = money[0].saturating_add(money[1]);
         for (sum, c) in sums.iter_mut().zip(&money) {
             *sum = sum.saturating_add(*c);
         }
@@ -836,5 +838,7 @@ mod tests {
         let total: MicroUsd = r.rows.iter().map(|x| x.total_micro_usd).sum();
         assert_eq!(last[14], total.to_string());
         assert!(lines[1..].iter().all(|l| l[6].split('.').nth(1).map(str::len) == Some(2)), "money in cents");
+        let c = |s: &str| s.replace('.', "").parse::<i64>().unwrap();
+        assert!(lines[1..].iter().all(|l| c(l[6]) + c(l[7]) == c(l[8])), "serving + training = total, as shown");
     }
 }

@@ -327,6 +327,10 @@ async fn sign_in_shows_the_fleet_and_sign_out_ends_the_session() {
         // A shared link keeps its query through sign-in.
         let shared = app.http.get(app.url("/planner?requests=123M&training=45%2C000")).send().await.unwrap();
         assert_eq!(shared.headers()["location"], "/login?next=/planner%3Frequests%3D123M%26training%3D45%252C000");
+        // The sign-in page carries it in the form itself, decoded once, before any script runs.
+        let page = app.http.get(app.url(shared.headers()["location"].to_str().unwrap())).send().await.unwrap();
+        let page = page.text().await.unwrap();
+        assert!(page.contains(r#"name="next" value="/planner?requests=123M&amp;training=45%2C000""#), "{page}");
         let back = app
             .http
             .post(app.url("/login"))

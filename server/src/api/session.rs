@@ -29,9 +29,8 @@ pub struct LoginForm {
 
 fn see_other(location: &str, cookie: Option<String>) -> Response {
     let mut response = StatusCode::SEE_OTHER.into_response();
-    if let Ok(value) = HeaderValue::from_str(location) {
-        response.headers_mut().insert(LOCATION, value);
-    }
+    let location = HeaderValue::from_str(location).unwrap_or(HeaderValue::from_static("/fleet"));
+    response.headers_mut().insert(LOCATION, location);
     if let Some(value) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
         response.headers_mut().insert(SET_COOKIE, value);
     }
@@ -39,13 +38,15 @@ fn see_other(location: &str, cookie: Option<String>) -> Response {
 }
 
 /// Only same-site absolute paths are followed after login: not `//host` nor `/\host` (which
-/// browsers read as `//host`), nor anything with a backslash or a control character.
+/// browsers read as `//host`), nor anything with a backslash, a space, a control or non-ASCII
+/// character (a link's own bytes are percent-encoded ASCII), nor past 2 KiB.
 pub fn safe_next(next: Option<&str>) -> &str {
     match next {
         Some(path)
             if path.starts_with('/')
                 && !path[1..].starts_with(['/', '\\'])
-                && !path.contains(|c: char| c == '\\' || c.is_control())
+                && path.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'\\')
+                && path.len() <= 2048
                 && !path.starts_with("/login") =>
         {
             path
@@ -159,6 +160,8 @@ mod tests {
             "https://evil.example",
             "/a\\b",
             "/x\r\nSet-Cookie: a=b",
+            "/café",
+            "/a b",
             "/login?next=/x",
             "",
         ] {
