@@ -108,19 +108,19 @@ pub struct Form {
 impl Form {
     /// Fields filled from the URL query where it names them, from their defaults otherwise.
     pub fn new(specs: &'static [FieldSpec], query: &ParamsMap) -> Self {
-        let values =
-            specs.iter().map(|s| RwSignal::new(query.get(s.key).unwrap_or_else(|| s.default.to_string()))).collect();
-        Form { specs, values: StoredValue::new(values), tracked: true }
+        Self::filled(specs, |key| query.get(key), true)
     }
 
     /// Stored inputs read once, outside any reactive context (a list of saved scenarios):
     /// nothing subscribes, so nothing warns.
     pub fn snapshot(specs: &'static [FieldSpec], values: &BTreeMap<String, String>) -> Self {
-        let values = specs
-            .iter()
-            .map(|s| RwSignal::new(values.get(s.key).cloned().unwrap_or_else(|| s.default.to_string())))
-            .collect();
-        Form { specs, values: StoredValue::new(values), tracked: false }
+        Self::filled(specs, |key| values.get(key).cloned(), false)
+    }
+
+    fn filled(specs: &'static [FieldSpec], given: impl Fn(&str) -> Option<String>, tracked: bool) -> Self {
+        let values =
+            specs.iter().map(|s| RwSignal::new(given(s.key).unwrap_or_else(|| s.default.to_string()))).collect();
+        Form { specs, values: StoredValue::new(values), tracked }
     }
 
     fn index(&self, key: &str) -> usize {

@@ -31,7 +31,7 @@ pub fn utc_minute(unix_ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
 }
 
-pub use crate::calendar::civil_from_days;
+use crate::calendar::civil_from_days;
 
 /// US dollars as money, the one formatter every page, chart axis and export uses: cents from
 /// $1 up (`$1,234.57`), and below a dollar at least three significant digits (`$0.0110`,

@@ -161,8 +161,6 @@ pub fn transport_name(id: &str) -> String {
         "grpc_protobuf_bytes" => "gRPC + protobuf (raw bytes)",
         "unix_socket" => "Unix domain socket",
         "shared_memory" => "shared memory",
-        "shm_futex" => "shared memory, futex wait",
-        "shm_busy_poll" => "shared memory, busy polling",
         other => return other.replace('_', " "),
     };
     match wait {

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::FieldError;
-use model::calendar::{DAYS_PER_MONTH, Date, civil_from_days};
+use model::calendar::{DAYS_PER_MONTH, Date};
 use model::money::{MicroUsd, format_usd, from_usd, parse_usd, to_usd};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -188,9 +188,9 @@ impl Report {
     }
 }
 
-/// Days since 1970-01-01 of a `YYYY-MM-DD` date, by the one calendar ([`model::calendar`]).
-pub fn days_from_civil(text: &str) -> Option<i32> {
-    Date::parse(text).ok().map(Date::days_since_epoch)
+/// A stored report's date (checked by [`build`], so never the fallback in practice).
+fn day(text: &str) -> Date {
+    Date::parse(text).unwrap_or(Date::EPOCH)
 }
 
 /// The catalog, looked up by (instance type, purchase option, region).
@@ -455,16 +455,10 @@ fn kind_name(kind: Kind) -> &'static str {
 /// The report's table: one row per deployment, money in USD (exact conversions of the integer
 /// micro-dollars), dates as dates.
 pub fn frame(report: &Report) -> PolarsResult<DataFrame> {
-    frame_with(report, &|text| text)
-}
-
-/// [`frame`] with every free-text cell passed through `cell` (CSV neutralises formulas).
-fn frame_with(report: &Report, cell: &dyn Fn(String) -> String) -> PolarsResult<DataFrame> {
     let n = report.rows.len();
     let usd = |f: &dyn Fn(&ReportRow) -> MicroUsd| -> Vec<f64> { report.rows.iter().map(|r| to_usd(f(r))).collect() };
-    let text = |f: &dyn Fn(&ReportRow) -> String| -> Vec<String> { report.rows.iter().map(|r| cell(f(r))).collect() };
-    let from = days_from_civil(&report.from).unwrap_or(0);
-    let to = days_from_civil(&report.to).unwrap_or(0);
+    let text = |f: &dyn Fn(&ReportRow) -> String| -> Vec<String> { report.rows.iter().map(f).collect() };
+    let (from, to) = (day(&report.from).days_since_epoch(), day(&report.to).days_since_epoch());
     let date = |name: &str, day: i32| -> PolarsResult<Column> {
         Ok(Series::new(name.into(), vec![day; n]).cast(&DataType::Date)?.into_column())
     };
@@ -622,12 +616,11 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     for (c, name) in names.iter().enumerate() {
         sheet.write_string_with_format(0, c as u16, name, &bold)?;
     }
-    let day = |text: &str| -> Result<ExcelDateTime, rust_xlsxwriter::XlsxError> {
-        let d = days_from_civil(text).unwrap_or(0);
-        let (y, m, dd) = civil_from_days(i64::from(d));
-        ExcelDateTime::from_ymd(y as u16, m as u8, dd as u8)
+    let excel = |text: &str| -> Result<ExcelDateTime, rust_xlsxwriter::XlsxError> {
+        let (y, m, d) = day(text).ymd();
+        ExcelDateTime::from_ymd(y as u16, m as u8, d as u8)
     };
-    let (from, to) = (day(&report.from)?, day(&report.to)?);
+    let (from, to) = (excel(&report.from)?, excel(&report.to)?);
     for (i, r) in report.rows.iter().enumerate() {
         let row = i as u32 + 1;
         sheet.write_string(row, 0, &r.deployment)?;
@@ -648,7 +641,7 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
         }
         sheet.write_number(row, 14, report.catalog_version as f64)?;
         if let Some(as_of) = &r.price_as_of {
-            sheet.write_datetime_with_format(row, 15, &day(as_of)?, &date)?;
+            sheet.write_datetime_with_format(row, 15, &excel(as_of)?, &date)?;
         }
         sheet.write_string(row, 16, &r.price_source)?;
         sheet.write_string(row, 17, r.run_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(" "))?;
@@ -730,10 +723,11 @@ mod tests {
 
     #[test]
     fn dates_round_trip() {
-        assert_eq!(days_from_civil("1970-01-01"), Some(0));
-        assert_eq!(days_from_civil("2000-02-29"), Some(11_016));
-        assert_eq!(days_from_civil("2026-02-29"), None);
-        assert_eq!(civil_from_days(i64::from(days_from_civil("2026-11-30").unwrap())), (2026, 11, 30));
+        let days = |text: &str| Date::parse(text).ok().map(Date::days_since_epoch);
+        assert_eq!(days("1970-01-01"), Some(0));
+        assert_eq!(days("2000-02-29"), Some(11_016));
+        assert_eq!(days("2026-02-29"), None);
+        assert_eq!(Date::parse("2026-11-30").unwrap().ymd(), (2026, 11, 30));
     }
 
     #[test]
