@@ -27,6 +27,53 @@ pub struct MeasuredNode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredFleet {
     pub nodes: Vec<MeasuredNode>,
+    /// Services the endpoint suite load-tested, newest first.
+    #[serde(default)]
+    pub services: Vec<MeasuredService>,
+}
+
+/// An inference service the endpoint suite load-tested, calibrated by
+/// [`model::endpoint::check`]: what the Planner sizes "your service" with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredService {
+    pub run_id: String,
+    pub started_at_ms: i64,
+    /// The node the load came from (not the service's own).
+    pub hostname: String,
+    /// Scheme, host, port and path of the service.
+    pub target: String,
+    pub protocol: String,
+    pub model: Option<String>,
+    pub service_mean_s: f64,
+    pub service_cv: f64,
+    pub concurrency: u32,
+    pub saturation_rps: f64,
+    pub saturation_measured: bool,
+    /// The model's mean absolute p99 error over the run's steps below 80 % utilisation.
+    pub mape_p99: Option<f64>,
+}
+
+impl MeasuredService {
+    /// Requests per second one replica completes when always busy: c ÷ mean service time.
+    pub fn throughput_rps(&self) -> f64 {
+        f64::from(self.concurrency) / self.service_mean_s
+    }
+
+    /// `digits at http://10.0.0.5:8080`.
+    pub fn name(&self) -> String {
+        match &self.model {
+            Some(model) => format!("{model} at {}", self.target),
+            None => self.target.clone(),
+        }
+    }
+
+    /// How far the model was off where it was checked, in words.
+    pub fn error_words(&self) -> String {
+        match self.mape_p99 {
+            Some(e) => format!("the model's p99 was off by {:.0} % on average in that run", e * 100.0),
+            None => "the model's error is not known: that run has no step to check it on".into(),
+        }
+    }
 }
 
 /// One node's transport run.

@@ -9,12 +9,12 @@ use model::cost::{
     Amortization, AmortizationInput, BreakEven, BreakEvenInput, CapacityCost, CapacityInput, LatencySlo, SizedBy,
     amortize, break_even, capacity_cost,
 };
-use model::format::{count, grouped, points, usd};
+use model::format::{count, grouped, points, usd, utc_minute};
 use model::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
 use model::units::{HOURS_PER_MONTH, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
 use crate::charts::{Band, LineChart, Rule as ChartRule, Series, line_chart, tornado};
-use crate::data::MeasuredNode;
+use crate::data::{MeasuredNode, MeasuredService};
 use crate::form::{FieldSpec, FlagField, Form, NumberField, Rule};
 use crate::scenarios::SaveScenario;
 
@@ -60,6 +60,14 @@ pub const FIELDS: &[FieldSpec] = &[
         default: "400",
         rule: Rule::Positive,
     },
+    FieldSpec {
+        key: "concurrency",
+        label: "Requests one replica serves at once",
+        unit: "requests",
+        default: "1",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "service", label: "Your service (measured)", unit: "", default: "", rule: Rule::Text },
     FieldSpec { key: "utilization", label: "Target utilization", unit: "%", default: "60", rule: Rule::Percent },
     FieldSpec {
         key: "min_replicas",
@@ -124,6 +132,8 @@ pub struct Plan {
     /// Serving bought by the replica-hour, when derived from hardware: the replicas, their
     /// utilization and idle spend at today's volume, and the inputs to price other volumes.
     pub capacity: Option<(CapacityCost, CapacityInput)>,
+    /// Where the p99 shown with the capacity comes from and how far to trust it.
+    pub latency_note: String,
     pub baseline: Amortization,
     pub optimized: Option<(Amortization, BreakEven)>,
     pub uncertainty: Option<Uncertainty>,
@@ -133,11 +143,17 @@ pub struct Plan {
 
 /// The plan for these inputs, or every reason it cannot be made.
 pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
+    plan_with(form, nodes, &[])
+}
+
+/// [`plan`] knowing the measured services "your service" may name.
+pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredService]) -> Result<Plan, Vec<String>> {
     let mut c = Collect { form, errors: Vec::new() };
     let requests = c.num("requests");
     let growth = c.num("growth") / 100.0;
     let retrains = c.num("retrains");
     let training = c.num("training");
+    let mut latency_note = String::new();
     let (serving, serving_note, capacity) = if form.flag("derive") {
         let hourly = c.num("hourly");
         let throughput = c.num("throughput");
@@ -151,6 +167,10 @@ pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
         }
         let slo_ms = c.num("slo_ms");
         let cv = c.num("cv");
+        let concurrency = c.num("concurrency");
+        if concurrency < 1.0 || concurrency.fract() != 0.0 {
+            c.errors.push("Requests one replica serves at once: must be a whole number, at least 1".into());
+        }
         if !c.errors.is_empty() {
             return Err(c.errors);
         }
@@ -165,14 +185,35 @@ pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
                 quantile: 0.99,
                 service_time_cv: cv,
             }),
+            concurrency: concurrency.clamp(1.0, f64::from(u32::MAX)) as u32,
         };
         let cost = capacity_cost(&input).map_err(|e| vec![format!("{}: {}", label_of(&e.field), e.reason)])?;
         let node = form.text("node");
-        let from = nodes
-            .iter()
-            .find(|n| n.node_id == node)
-            .map(|n| format!("; throughput measured on {} in run {}", n.hostname, short(&n.run_id)))
-            .unwrap_or_default();
+        let service = form.text("service");
+        let measured = services.iter().find(|m| !service.is_empty() && m.run_id == service);
+        let from = match measured {
+            Some(m) => format!(
+                "; service time, variation and concurrency measured for {} in run {} ({})",
+                m.name(),
+                short(&m.run_id),
+                m.error_words()
+            ),
+            None => nodes
+                .iter()
+                .find(|n| n.node_id == node)
+                .map(|n| {
+                    format!(
+                        "; throughput of the agent's reference model (not yours) measured on {} in run {}",
+                        n.hostname,
+                        short(&n.run_id)
+                    )
+                })
+                .unwrap_or_default(),
+        };
+        latency_note = match measured {
+            Some(m) => format!("M/G/c model calibrated on {}; {}", m.name(), m.error_words()),
+            None => "M/G/c model with the service time and variation entered".into(),
+        };
         let replicas = if cost.replicas == 1 { "1 replica".to_string() } else { format!("{} replicas", cost.replicas) };
         let sized_by = match cost.sized_by {
             SizedBy::Minimum => "the minimum kept running".to_string(),
@@ -269,7 +310,18 @@ pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
             (Some(now), band)
         }
     };
-    Ok(Plan { requests, growth, serving, serving_note, capacity, baseline, optimized, uncertainty, spend_band })
+    Ok(Plan {
+        requests,
+        growth,
+        serving,
+        serving_note,
+        capacity,
+        latency_note,
+        baseline,
+        optimized,
+        uncertainty,
+        spend_band,
+    })
 }
 
 impl Plan {
@@ -417,7 +469,8 @@ pub fn PlannerPage() -> impl IntoView {
     // hydration, so the plan itself never waits for the server.
     let nodes = LocalResource::new(crate::data::measured_nodes);
     let node_list = move || nodes.get().and_then(Result::ok).map(|n| n.nodes).unwrap_or_default();
-    let result = Memo::new(move |_| plan(&form, &node_list()));
+    let service_list = move || nodes.get().and_then(Result::ok).map(|n| n.services).unwrap_or_default();
+    let result = Memo::new(move |_| plan_with(&form, &node_list(), &service_list()));
     view! {
         <Title text="Planner · Headroom"/>
         <h1>"Planner"</h1>
@@ -444,9 +497,11 @@ pub fn PlannerPage() -> impl IntoView {
                         <NumberField form key="serving"/>
                     </Show>
                     <Show when=move || form.flag("derive")>
+                        <ServicePicker form services=Signal::derive(service_list)/>
                         <NodePicker form nodes=Signal::derive(node_list)/>
                         <NumberField form key="hourly"/>
                         <NumberField form key="throughput"/>
+                        <NumberField form key="concurrency" hint="1 unless the server batches or runs several workers; measured by the endpoint suite."/>
                         <NumberField form key="utilization"/>
                         <NumberField form key="min_replicas" hint="Kept running at any volume; you pay for them busy or idle."/>
                         <NumberField form key="slo_ms" hint="Adds replicas until the p99 latency (M/G/c queueing model) is within it."/>
@@ -510,6 +565,43 @@ fn SpreadField(form: Form, key: &'static str, value: Signal<Option<f64>>, show: 
     view! { <NumberField form key live_hint=Signal::derive(move || range().unwrap_or_default())/> }
 }
 
+/// Picks a service the endpoint suite measured: its throughput per replica, concurrency and
+/// service-time variation fill the fields below.
+#[component]
+fn ServicePicker(form: Form, services: Signal<Vec<MeasuredService>>) -> impl IntoView {
+    let service = form.signal("service");
+    let pick = move |id: String| {
+        service.set(id.clone());
+        if let Some(m) = services.get_untracked().into_iter().find(|m| m.run_id == id) {
+            form.signal("throughput").set(format!("{:.1}", m.throughput_rps()));
+            form.signal("concurrency").set(m.concurrency.to_string());
+            form.signal("cv").set(format!("{:.2}", m.service_cv));
+            form.signal("node").set(String::new());
+        }
+    };
+    view! {
+        <div class="field" data-field="service">
+            <label for="f-service">"Your service (measured)"</label>
+            <select id="f-service" name="service" on:change=move |ev| pick(event_target_value(&ev))>
+                <option value="" selected=move || service.get().is_empty()>"— none —"</option>
+                {move || services.get().into_iter().map(|m| {
+                    let id = m.run_id.clone();
+                    let label = format!("{} · {} at once, {} each · {}", m.name(), m.concurrency, model::format::seconds(m.service_mean_s), utc_minute(m.started_at_ms));
+                    view! { <option value=id.clone() selected=move || service.get() == id>{label}</option> }
+                }).collect_view()}
+            </select>
+            <p class="hint">{move || {
+                let id = service.get();
+                match services.get().into_iter().find(|m| m.run_id == id) {
+                    Some(m) => format!("Measured by the endpoint suite in run {}; {}.", short(&m.run_id), m.error_words()),
+                    None if services.get().is_empty() => "No service measured yet: run `measurements-agent run endpoint --target URL --protocol … --sweep`.".to_string(),
+                    None => "Fills throughput, concurrency and variation from a load test of your own service.".to_string(),
+                }
+            }}</p>
+        </div>
+    }
+}
+
 #[component]
 fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
     let node = form.signal("node");
@@ -562,7 +654,7 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
             </div>
             {p.optimized.clone().map(|(o, be)| view! { <Verdict o be/> })}
         </div>
-        {p.capacity.clone().map(|(c, _)| view! { <Capacity c/> })}
+        {p.capacity.clone().map(|(c, _)| view! { <Capacity c note=p.latency_note.clone()/> })}
         <p class="note" data-out="serving-note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
         {p.uncertainty.clone().map(|u| view! {
             <div class="card">
@@ -585,7 +677,7 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
 
 /// Capacity bought by the replica-hour: how many, how busy, and what idles.
 #[component]
-fn Capacity(c: CapacityCost) -> impl IntoView {
+fn Capacity(c: CapacityCost, note: String) -> impl IntoView {
     view! {
         <div class="card metric" data-card="capacity">
             <h2>"Capacity"</h2>
@@ -597,7 +689,7 @@ fn Capacity(c: CapacityCost) -> impl IntoView {
                 <dd data-out="utilization">{format!("{:.1} %", c.utilization * 100.0)}</dd>
                 <dt>"Paid for idle capacity"</dt>
                 <dd data-out="idle">{format!("{} a month", usd(c.monthly_idle_usd.0))}</dd>
-                {c.latency_at_quantile_s.map(|l| view! { <dt>"Latency at p99"</dt><dd data-out="p99">{model::format::seconds(l.0)}</dd> })}
+                {c.latency_at_quantile_s.map(|l| view! { <dt>"Latency at p99 (model)"</dt><dd data-out="p99">{model::format::seconds(l.0)}</dd><dd class="sub" data-out="p99-note">{note.clone()}</dd> })}
             </dl>
         </div>
     }
@@ -671,6 +763,53 @@ mod tests {
             let errors = plan(&form(&[("requests", "-1"), ("training", "lots")]), &[]).unwrap_err();
             assert!(errors.contains(&"Requests per month: must be greater than zero".to_string()), "{errors:?}");
             assert!(errors.iter().any(|e| e.starts_with("Cost of one training: “lots”")), "{errors:?}");
+        })
+    }
+
+    #[test]
+    fn a_measured_service_sizes_replicas_as_servers_and_says_where_its_p99_comes_from() {
+        owned(|| {
+            let service = MeasuredService {
+                run_id: "0b5e7a2c-0000-4000-8000-000000000000".into(),
+                started_at_ms: 0,
+                hostname: "loadgen".into(),
+                target: "http://10.0.0.5:8080".into(),
+                protocol: "kserve-v2".into(),
+                model: Some("digits".into()),
+                service_mean_s: 0.040,
+                service_cv: 0.5,
+                concurrency: 4,
+                saturation_rps: 100.0,
+                saturation_measured: true,
+                mape_p99: Some(0.12),
+            };
+            assert!((service.throughput_rps() - 100.0).abs() < 1e-9);
+            // 1,000/s (2,628M a month) with a p99 of 200 ms: replicas of 4 servers of 40 ms.
+            let f = form(&[
+                ("derive", "1"),
+                ("requests", "2628M"),
+                ("service", &service.run_id),
+                ("throughput", "100"),
+                ("concurrency", "4"),
+                ("cv", "0.5"),
+                ("slo_ms", "200"),
+                ("utilization", "90"),
+            ]);
+            let p = plan_with(&f, &[], std::slice::from_ref(&service)).unwrap();
+            let (c, input) = p.capacity.clone().unwrap();
+            assert_eq!(input.concurrency, 4);
+            assert!(c.latency_at_quantile_s.unwrap().0 <= 0.2);
+            assert!(
+                p.serving_note.contains("measured for digits at http://10.0.0.5:8080 in run 0b5e7a2c"),
+                "{}",
+                p.serving_note
+            );
+            assert!(p.latency_note.contains("off by 12 % on average"), "{}", p.latency_note);
+            // Without the service list the same inputs are the user's, and say so.
+            let p = plan(&f, &[]).unwrap();
+            assert!(p.latency_note.contains("entered"), "{}", p.latency_note);
+            let bad = form(&[("derive", "1"), ("concurrency", "2.5")]);
+            assert!(plan(&bad, &[]).unwrap_err()[0].starts_with("Requests one replica serves at once"));
         })
     }
 

@@ -8,7 +8,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 use model::format::{bytes, bytes_per_second, points as accuracy_points, seconds, utc_minute};
 use model::measured::transport_points;
-use model::{Case, Measurement, MeasurementStatus, Suite, Unit};
+use model::{Case, Measurement, MeasurementStatus, Suite, Unit, endpoint};
 
 use crate::charts::{LineChart, Rule as ChartRule, Series, line_chart};
 use crate::data::{RunView, TrendPoint, run_page};
@@ -147,6 +147,106 @@ pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
     Some(line_chart(&chart))
 }
 
+/// Measured and predicted p99 latency against the offered rate of an endpoint run.
+pub fn endpoint_chart(check: &endpoint::Check) -> Option<String> {
+    let measured: Vec<(f64, f64)> =
+        check.predictions.iter().filter_map(|p| Some((p.offered, p.measured_p99?))).collect();
+    if measured.len() < 2 {
+        return None;
+    }
+    let predicted: Vec<(f64, f64)> = check.predictions.iter().filter_map(|p| Some((p.offered, p.p99?))).collect();
+    let mut chart = LineChart::new(
+        "P99 latency vs offered load: measured and M/G/c",
+        "offered requests per second (log)",
+        "P99 latency (log)",
+    );
+    chart.x_log = true;
+    chart.y_log = true;
+    chart.x_format = |v| format!("{v:.0}/s");
+    chart.y_format = seconds;
+    chart.series.push(Series::new("measured P99", measured));
+    if !predicted.is_empty() {
+        chart.series.push(Series::new(format!("predicted P99 (M/G/{})", check.calibration.concurrency), predicted));
+    }
+    chart.x_rules.push(ChartRule { at: check.calibration.saturation_rps, label: "highest throughput achieved".into() });
+    Some(line_chart(&chart))
+}
+
+fn percent(error: Option<f64>) -> String {
+    error.map(|e| format!("{:+.0} %", e * 100.0)).unwrap_or_else(|| "–".into())
+}
+
+/// An endpoint run: the calibration, and each step's measurement beside the model's prediction.
+#[component]
+fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
+    let Some(check) = endpoint::check(&steps) else {
+        return view! { <p class="error" data-out="endpoint-check">"No step of this load test had a successful request the client could trust, so the model was not calibrated."</p> }.into_any();
+    };
+    let c = check.calibration;
+    let concurrency = if c.saturation_measured {
+        format!(
+            "{} request{} at once (from {:.1} req/s at saturation)",
+            c.concurrency,
+            if c.concurrency == 1 { "" } else { "s" },
+            c.saturation_rps
+        )
+    } else {
+        format!(
+            "at least {} (no step saturated; {:.1} req/s is the most it was asked for and served)",
+            c.concurrency, c.saturation_rps
+        )
+    };
+    let error = match (check.mape_p99, check.worst_p99) {
+        (Some(mape), Some(worst)) => format!(
+            "The model's P99 is off by {:.0} % on average over the {} steps below {:.0} % utilisation (worst {:.0} %).",
+            mape * 100.0,
+            check.predictions.iter().filter(|p| p.counted).count(),
+            endpoint::COUNTED_BELOW_UTILIZATION * 100.0,
+            worst * 100.0
+        ),
+        _ => "No step besides the calibration step ran below 80 % utilisation, so the model's error is not known yet: sweep at more rates.".into(),
+    };
+    let chart = endpoint_chart(&check);
+    view! {
+        <section class="card" data-out="endpoint-check">
+            <h2>"Your service under load"</h2>
+            <p>{format!("Service time {} (coefficient of variation {:.2}, from step {}); concurrency {}.", seconds(c.service_mean), c.service_cv, c.base_step, concurrency)}</p>
+            <p data-out="model-error">{error}</p>
+            {chart.map(|svg| view! { <div class="chart" data-chart="endpoint" inner_html=svg></div> })}
+            <div tabindex="0" class="table-wrap">
+                <table class="endpoint-steps">
+                    <thead><tr><th>"Step"</th><th>"Offered"</th><th>"Achieved"</th><th>"Errors"</th><th>"P50 measured"</th><th>"P50 model"</th><th>"P99 measured"</th><th>"P99 model"</th><th>"P99 error"</th><th>"Utilisation"</th><th>"Note"</th></tr></thead>
+                    <tbody>
+                        {check.predictions.iter().zip(&steps).map(|(p, s)| {
+                            let note = if s.client_limited { "client-limited: not trusted" }
+                                else if s.saturated { "saturated" }
+                                else if p.step == c.base_step { "calibration step" }
+                                else if !p.counted { "not counted (≥ 80 %)" }
+                                else { "" };
+                            let time = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "–".into());
+                            view! {
+                                <tr>
+                                    <td>{p.step}</td>
+                                    <td>{format!("{:.1}/s", p.offered)}</td>
+                                    <td>{format!("{:.1}/s", s.achieved)}</td>
+                                    <td>{format!("{:.1} %", s.error_rate * 100.0)}</td>
+                                    <td>{time(p.measured_p50)}</td>
+                                    <td>{if p.p50.is_some() { time(p.p50) } else { "unbounded".into() }}</td>
+                                    <td>{time(p.measured_p99)}</td>
+                                    <td>{if p.p99.is_some() { time(p.p99) } else { "unbounded".into() }}</td>
+                                    <td>{percent(p.error_p99)}</td>
+                                    <td>{format!("{:.0} %", p.utilization * 100.0)}</td>
+                                    <td>{note}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }.into_any()
+}
+
 fn trend_chart(name: &str, unit: &str, points: &[TrendPoint]) -> String {
     let newest = points.iter().map(|p| p.started_at_ms).max().unwrap_or(0);
     let oldest = points.iter().map(|p| p.started_at_ms).min().unwrap_or(0);
@@ -181,7 +281,8 @@ fn stat_text(m: &Measurement) -> String {
             Unit::BytesPerSecond => bytes_per_second(s.p50),
             Unit::Bytes => bytes(s.p50),
             Unit::FlopPerSecond => format!("{:.2} GFLOP/s", s.p50 / 1e9),
-            Unit::RequestsPerSecond => format!("{:.0} req/s", s.p50),
+            Unit::RequestsPerSecond => format!("{:.1} req/s", s.p50),
+            Unit::TokensPerSecond => format!("{:.0} tokens/s", s.p50),
             Unit::Ratio if m.is(Case::MlpAccuracyDelta) => accuracy_points(s.p50),
             _ => format!("{:.4}", s.p50),
         },
@@ -234,10 +335,13 @@ fn Run(view: RunView) -> impl IntoView {
         }
     }
     let suites = run.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    let steps = endpoint::steps(&ms);
+    let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps/> });
     view! {
         <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>
         <p class="lede">{format!("{} · suites {} · {} measurements · agent {} {} · status {}", utc_minute(run.started_at_ms), suites, run.measurement_count, run.agent_name, run.agent_version, run.status.as_str())}</p>
         <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
+        {endpoint_check}
         {charts.into_iter().map(|(kind, svg)| view! { <div class="chart card" data-chart=kind inner_html=svg></div> }).collect_view()}
         <h2>"This node's runs"</h2>
         <ul class="node-runs">

@@ -1,6 +1,7 @@
 //! `measurements-agent`: runs Headroom's benchmark suites on this node, keeps every result in
 //! a local spool, and uploads it to the server.
 
+mod endpoint;
 mod gpu;
 mod inventory;
 mod quant;
@@ -48,12 +49,140 @@ struct ServerArgs {
     ca_cert: Option<PathBuf>,
 }
 
+/// The endpoint suite's options (`run endpoint --target URL --protocol P`).
+#[derive(clap::Args)]
+struct EndpointArgs {
+    /// endpoint: the inference service's base URL, e.g. http://10.0.0.5:8080 (http-json: the
+    /// full URL to POST to). Credentials go in HEADROOM_ENDPOINT_AUTHORIZATION, never here.
+    #[arg(long, help_heading = "Endpoint")]
+    target: Option<String>,
+    /// endpoint: kserve-v2, openai-chat, openai-completions or http-json.
+    #[arg(long, value_parser = endpoint::protocol::Protocol::parse, help_heading = "Endpoint")]
+    protocol: Option<endpoint::protocol::Protocol>,
+    /// endpoint: the model name (kserve-v2: required; openai-*: default the first of /v1/models).
+    #[arg(long, help_heading = "Endpoint")]
+    model: Option<String>,
+    /// endpoint (kserve-v2): the model version.
+    #[arg(long, help_heading = "Endpoint")]
+    model_version: Option<String>,
+    /// endpoint: open-loop rates in requests per second, one step each, e.g. 1,5,20.
+    #[arg(long, value_delimiter = ',', value_parser = endpoint::parse_rate, help_heading = "Endpoint")]
+    rates: Vec<f64>,
+    /// endpoint: start at a low rate, then double it until the service saturates.
+    #[arg(long, help_heading = "Endpoint")]
+    sweep: bool,
+    /// endpoint: poisson, constant, gamma:CV or trace:FILE (a CSV of send offsets in seconds).
+    #[arg(long, default_value = "poisson", value_parser = endpoint::arrivals::Arrivals::parse, help_heading = "Endpoint")]
+    arrivals: endpoint::arrivals::Arrivals,
+    /// endpoint: measured time per step (default 20s; 5s with --quick).
+    #[arg(long, value_parser = endpoint::parse_duration, help_heading = "Endpoint")]
+    duration: Option<Duration>,
+    /// endpoint: time at the step's rate before measuring (default 3s; 1s with --quick).
+    #[arg(long, value_parser = endpoint::parse_duration, help_heading = "Endpoint")]
+    warmup: Option<Duration>,
+    /// endpoint: most requests open at once; later sends wait (their wait counts as latency).
+    #[arg(long, default_value_t = 512, help_heading = "Endpoint")]
+    max_in_flight: usize,
+    /// endpoint: a request not answered within this counts as a timeout.
+    #[arg(long, default_value = "30s", value_parser = endpoint::parse_duration, help_heading = "Endpoint")]
+    timeout: Duration,
+    /// endpoint: a step whose send lag p99 is above this (or whose median lag is above a tenth
+    /// of it) is marked client-limited. A shared VM wakes sleeping threads milliseconds late at
+    /// p99; on dedicated hardware 1ms is a fair bound.
+    #[arg(long, default_value = "10ms", value_parser = endpoint::parse_duration, help_heading = "Endpoint")]
+    max_send_lag: Duration,
+    /// endpoint: per-request objectives for goodput, e.g. p99=200ms or ttft=500ms,itl=50ms.
+    #[arg(long, value_parser = endpoint::Slo::parse, help_heading = "Endpoint")]
+    slo: Option<endpoint::Slo>,
+    /// endpoint: the request body to send (http-json: required; kserve-v2: a V2 inference
+    /// request instead of one built from the metadata; openai-*: a whole request body).
+    #[arg(long, help_heading = "Endpoint")]
+    input: Option<PathBuf>,
+    /// endpoint (http-json): the status a good answer has.
+    #[arg(long, default_value_t = 200, help_heading = "Endpoint")]
+    expect_status: u16,
+    /// endpoint (openai-*): max_tokens of each request.
+    #[arg(long, default_value_t = 128, help_heading = "Endpoint")]
+    max_tokens: u32,
+    /// endpoint (openai-*): prompt length in words, N or MIN-MAX (uniform), from a shipped corpus.
+    #[arg(long, default_value = "64-256", value_parser = endpoint::prompts::parse_words, help_heading = "Endpoint")]
+    prompt_words: (u32, u32),
+    /// endpoint: the arrival schedule's random seed (default: a new one, recorded in the run).
+    #[arg(long, help_heading = "Endpoint")]
+    seed: Option<u64>,
+}
+
+impl EndpointArgs {
+    /// The suite's configuration when `endpoint` is asked for; an error names a missing or
+    /// misplaced argument.
+    fn config(self, wanted: bool) -> anyhow::Result<Option<endpoint::Config>> {
+        if !wanted {
+            anyhow::ensure!(self.target.is_none(), "--target is for the endpoint suite: `run endpoint --target URL`");
+            return Ok(None);
+        }
+        let target = self.target.context("run endpoint needs --target URL")?;
+        endpoint::public_url(&target)?;
+        let parsed = reqwest::Url::parse(&target)?;
+        anyhow::ensure!(
+            parsed.username().is_empty() && parsed.password().is_none(),
+            "--target must not carry credentials (they would show in logs): put the header value in \
+             HEADROOM_ENDPOINT_AUTHORIZATION, e.g. \"Basic …\" or \"Bearer …\""
+        );
+        let protocol = self
+            .protocol
+            .with_context(|| format!("run endpoint needs --protocol ({})", endpoint::protocol::Protocol::NAMES))?;
+        let trace = matches!(self.arrivals, endpoint::arrivals::Arrivals::Trace(_));
+        match (trace, self.sweep, self.rates.is_empty()) {
+            (true, false, true) => {}
+            (true, _, _) => anyhow::bail!("--arrivals trace:FILE replays its own offsets: drop --rates and --sweep"),
+            (false, true, false) => anyhow::bail!("give --rates or --sweep, not both"),
+            (false, false, true) => anyhow::bail!("run endpoint needs --rates R1,R2,… or --sweep"),
+            _ => {}
+        }
+        anyhow::ensure!((1..=100_000).contains(&self.max_in_flight), "--max-in-flight must be 1 to 100000");
+        anyhow::ensure!((1..=1_000_000).contains(&self.max_tokens), "--max-tokens must be 1 to 1000000");
+        let input = match &self.input {
+            Some(path) => {
+                let bytes = std::fs::read(path).with_context(|| format!("cannot read --input {}", path.display()))?;
+                anyhow::ensure!(bytes.len() <= 64 << 20, "--input {} is larger than 64 MiB", path.display());
+                Some(bytes)
+            }
+            None => None,
+        };
+        let authorization = std::env::var("HEADROOM_ENDPOINT_AUTHORIZATION").ok().filter(|v| !v.is_empty());
+        Ok(Some(endpoint::Config {
+            target,
+            protocol,
+            options: endpoint::protocol::TargetOptions {
+                model: self.model,
+                model_version: self.model_version,
+                input,
+                expect_status: self.expect_status,
+                max_tokens: self.max_tokens,
+                prompt_words: self.prompt_words,
+            },
+            authorization,
+            rates: self.rates,
+            sweep: self.sweep,
+            arrivals: self.arrivals,
+            duration: self.duration,
+            warmup: self.warmup,
+            max_in_flight: self.max_in_flight,
+            timeout: self.timeout,
+            max_send_lag: self.max_send_lag,
+            slo: self.slo.unwrap_or_default(),
+            seed: self.seed,
+        }))
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run suites (default: every available one), spool the run, then upload the spool.
     Run {
-        /// Suites to run: system, transport, quant, transfer, alloc, gemm (default: all; the GPU suites
-        /// record their cases as skipped on a node without a CUDA driver).
+        /// Suites to run: system, transport, quant, transfer, alloc, gemm (default: all of these; the GPU
+        /// suites record their cases as skipped on a node without a CUDA driver), and endpoint (only
+        /// when named, with --target and --protocol).
         #[arg(value_parser = parse_suite)]
         suites: Vec<Suite>,
         /// Fewer samples and sizes: a smoke test, not a basis for decisions.
@@ -78,6 +207,8 @@ enum Command {
         /// What the node costs per hour, in USD.
         #[arg(long, env = "HEADROOM_HOURLY_USD")]
         hourly_usd: Option<f64>,
+        #[command(flatten)]
+        endpoint: Box<EndpointArgs>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -117,8 +248,7 @@ fn default_spool() -> PathBuf {
 }
 
 fn parse_suite(text: &str) -> Result<Suite, String> {
-    let suite = Suite::parse(text)?;
-    suites::benchmark(suite, &suites::Options::default()).map(|_| suite)
+    Suite::parse(text)
 }
 
 /// `4096`, `1KiB`, `64KiB`, `4MiB`.
@@ -185,7 +315,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await??;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { suites, quick, json, instance_type, hourly_usd, server, peer, peer_token, sizes } => {
+        Command::Run { suites, quick, json, instance_type, hourly_usd, server, peer, peer_token, sizes, endpoint } => {
+            let endpoint = endpoint.config(suites.contains(&Suite::Endpoint))?;
             if let Some(price) = hourly_usd {
                 anyhow::ensure!(
                     price.is_finite() && price >= 0.0,
@@ -195,7 +326,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let spool = Spool::open(&cli.spool)?;
             let target = target(&server)?;
             let facts = inventory::OperatorFacts { instance_type, hourly_usd };
-            let options = suites::Options { peer, peer_token, sizes };
+            let options = suites::Options { peer, peer_token, sizes, endpoint };
             let run =
                 tokio::task::spawn_blocking(move || measure(&suites, Effort { quick }, &options, &facts)).await??;
             let path = match spool.put(&run) {

@@ -177,6 +177,14 @@ pub struct CapacityInput {
     pub min_replicas: u32,
     /// The latency the replicas must also meet; `None` sizes by utilization alone.
     pub slo: Option<LatencySlo>,
+    /// Requests one replica serves at once (the c of M/G/c per replica, as the endpoint suite
+    /// measures it); each takes `concurrency ÷ replica_throughput_rps` seconds on average.
+    #[serde(default = "one")]
+    pub concurrency: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Why a [`CapacityCost`] has the replicas it has.
@@ -232,19 +240,26 @@ pub fn capacity_cost(input: &CapacityInput) -> Result<CapacityCost, ModelError> 
         ));
     }
     let by_utilization = (load.ceil() as u32).max(1);
+    if input.concurrency == 0 || input.concurrency > MAX_REPLICAS {
+        return Err(crate::FieldError::new("concurrency", format!("must be 1 to {MAX_REPLICAS}")));
+    }
+    let concurrency = input.concurrency;
+    // Each replica is `concurrency` servers, each taking this long per request.
+    let service_mean = f64::from(concurrency) / throughput;
     let by_slo = match input.slo {
         None => 0,
         Some(slo) => {
-            size_replicas(&ReplicaInput {
+            let servers = size_replicas(&ReplicaInput {
                 arrival_rate_rps: PerSecond(rate),
-                service_time_mean_s: Seconds(1.0 / throughput),
+                service_time_mean_s: Seconds(service_mean),
                 service_time_cv: slo.service_time_cv,
                 slo_latency_s: slo.latency_s,
                 slo_quantile: slo.quantile,
                 max_utilization: cap,
                 burst_factor: 1.0,
             })?
-            .replicas
+            .replicas;
+            servers.div_ceil(concurrency)
         }
     };
     let floor = input.min_replicas.max(1);
@@ -257,7 +272,8 @@ pub fn capacity_cost(input: &CapacityInput) -> Result<CapacityCost, ModelError> 
         SizedBy::Utilization
     };
     let latency_at_quantile_s = input.slo.and_then(|slo| {
-        Queue::new(rate, 1.0 / throughput, slo.service_time_cv, replicas).map(|q| Seconds(q.quantile(slo.quantile)))
+        Queue::new(rate, service_mean, slo.service_time_cv, replicas.saturating_mul(concurrency))
+            .map(|q| Seconds(q.quantile(slo.quantile)))
     });
     let utilization = rate / (throughput * f64::from(replicas));
     let monthly = (input.replica_price * f64::from(replicas)).per_month();
@@ -375,6 +391,7 @@ mod tests {
 
     fn capacity(requests: f64, hourly: f64, throughput: f64, cap: f64, min: u32) -> CapacityInput {
         CapacityInput {
+            concurrency: 1,
             requests_per_month: PerMonth(requests),
             replica_price: UsdPerHour(hourly),
             replica_throughput_rps: PerSecond(throughput),
@@ -432,6 +449,27 @@ mod tests {
         assert!(fewer.quantile(0.99) > 0.048, "one replica fewer would meet it too");
         input.slo = Some(LatencySlo { latency_s: Seconds(0.001), quantile: 0.99, service_time_cv: 1.0 });
         assert_eq!(capacity_cost(&input).unwrap_err().field, "slo_latency_s");
+    }
+
+    #[test]
+    fn a_replica_that_serves_several_at_once_is_sized_as_that_many_servers() {
+        // 1,000 requests/s; a replica serves 4 at once, 40 ms each (100/s per replica).
+        let mut input = capacity(1_000.0 * SECONDS_PER_MONTH, 1.0, 100.0, 0.9, 1);
+        input.concurrency = 4;
+        input.slo = Some(LatencySlo { latency_s: Seconds(0.2), quantile: 0.99, service_time_cv: 1.0 });
+        let c = capacity_cost(&input).unwrap();
+        // Its latency is the queue of replicas × 4 servers of 40 ms, not of 10 ms ones.
+        let servers = c.replicas * 4;
+        let q = Queue::new(1_000.0, 0.04, 1.0, servers).unwrap();
+        assert!((c.latency_at_quantile_s.unwrap().0 - q.quantile(0.99)).abs() < 1e-12);
+        assert!(c.latency_at_quantile_s.unwrap().0 <= 0.2);
+        let fewer = Queue::new(1_000.0, 0.04, 1.0, servers - 4).map_or(f64::INFINITY, |q| q.quantile(0.99));
+        assert!(fewer > 0.2 || c.sized_by != SizedBy::LatencySlo, "one replica fewer would meet it too");
+        // A 40 ms service cannot have a p99 of 30 ms, whatever the replicas.
+        input.slo = Some(LatencySlo { latency_s: Seconds(0.03), quantile: 0.99, service_time_cv: 1.0 });
+        assert_eq!(capacity_cost(&input).unwrap_err().field, "slo_latency_s");
+        input.concurrency = 0;
+        assert_eq!(capacity_cost(&input).unwrap_err().field, "concurrency");
     }
 
     proptest! {

@@ -5,6 +5,7 @@
 pub mod calendar;
 pub mod checks;
 pub mod cost;
+pub mod endpoint;
 pub mod format;
 pub mod measured;
 pub mod memory;

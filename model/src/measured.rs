@@ -249,6 +249,7 @@ mod tests {
             reason: None,
             stats: Some(Stats { mean, p50, p99, ..Stats::single(mean) }),
             floor: None,
+            histogram: None,
         }
     }
 

@@ -92,6 +92,7 @@ mod tests {
             reason: None,
             stats: Some(Stats::single(value)),
             floor: None,
+            histogram: None,
         }
     }
 

@@ -52,6 +52,7 @@ string_enum!(
         Alloc => "alloc",
         Gemm => "gemm",
         Quant => "quant",
+        Endpoint => "endpoint",
     }
 );
 
@@ -63,6 +64,7 @@ string_enum!(
         BytesPerSecond => "bytes_per_second",
         FlopPerSecond => "flop_per_second",
         RequestsPerSecond => "requests_per_second",
+        TokensPerSecond => "tokens_per_second",
         Count => "count",
         Ratio => "ratio",
     }
@@ -154,6 +156,11 @@ pub struct Measurement {
     /// The physical limit this figure was measured against, in the same run and unit.
     #[serde(default)]
     pub floor: Option<Floor>,
+    /// Every sample of a latency case, as an HdrHistogram in the V2 compressed form that
+    /// HdrHistogram log files use (base64 text; values in nanoseconds), so percentiles other
+    /// than the summary's can be read later and runs can be merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
 }
 
 /// The cases that more than the agent reads — plans, pages and the store — named once. On the
@@ -179,6 +186,16 @@ pub enum Case {
     MlpWeightBytes,
     /// `quant`: a variant's memory at a batch size.
     MlpMemoryBytes,
+    /// `endpoint`: end-to-end latency of a step's successful requests, from the scheduled send.
+    EndpointLatency,
+    /// `endpoint`: the coefficient of variation of that latency (from its histogram).
+    EndpointLatencyCv,
+    /// `endpoint`: requests per second sent in the step's measured window.
+    EndpointOfferedRate,
+    /// `endpoint`: successful answers per second.
+    EndpointAchievedRate,
+    /// `endpoint`: the fraction of requests that failed.
+    EndpointErrorRate,
 }
 
 impl Case {
@@ -194,6 +211,11 @@ impl Case {
             Case::MlpAccuracyDelta => "mlp_accuracy_delta",
             Case::MlpWeightBytes => "mlp_weight_bytes",
             Case::MlpMemoryBytes => "mlp_memory_bytes",
+            Case::EndpointLatency => "endpoint_latency",
+            Case::EndpointLatencyCv => "endpoint_latency_cv",
+            Case::EndpointOfferedRate => "endpoint_offered_rate",
+            Case::EndpointAchievedRate => "endpoint_achieved_rate",
+            Case::EndpointErrorRate => "endpoint_error_rate",
         }
     }
 }

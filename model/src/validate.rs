@@ -13,6 +13,12 @@ pub const MAX_PARAMETERS: usize = 64;
 pub const MAX_GPUS: usize = 64;
 /// Longest accepted free-text field, in bytes.
 pub const MAX_TEXT: usize = 256;
+/// Longest accepted histogram encoding, in base64 characters (a latency histogram over 1 ns to
+/// 100 s at 3 significant digits compresses to a few KiB).
+pub const MAX_HISTOGRAM: usize = 64 * 1024;
+/// At most this many histograms in one run (an endpoint sweep stores a few dozen). The server
+/// decodes each to check it, about 250 KiB of counts at the widest accepted range.
+pub const MAX_HISTOGRAMS: usize = 1024;
 
 /// A rejected field and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +81,9 @@ impl RunUpload {
         }
         if self.measurements.len() > MAX_MEASUREMENTS {
             return Err(FieldError::new("measurements", format!("more than {MAX_MEASUREMENTS} entries")));
+        }
+        if self.measurements.iter().filter(|m| m.histogram.is_some()).count() > MAX_HISTOGRAMS {
+            return Err(FieldError::new("measurements", format!("more than {MAX_HISTOGRAMS} histograms")));
         }
         for (i, m) in self.measurements.iter().enumerate() {
             m.validate(&format!("measurements[{i}]"))?;
@@ -151,6 +160,18 @@ impl Measurement {
             text(&format!("{at}.floor.name"), &floor.name, true)?;
             finite(&format!("{at}.floor.value"), floor.value)?;
         }
+        if let Some(histogram) = &self.histogram {
+            let field = format!("{at}.histogram");
+            if self.status != MeasurementStatus::Ok {
+                return Err(FieldError::new(field, "must be absent unless status is ok"));
+            }
+            if histogram.is_empty() || histogram.len() > MAX_HISTOGRAM {
+                return Err(FieldError::new(field, format!("must be 1 to {MAX_HISTOGRAM} characters")));
+            }
+            if !histogram.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')) {
+                return Err(FieldError::new(field, "must be base64 text"));
+            }
+        }
         Ok(())
     }
 }
@@ -221,6 +242,7 @@ mod tests {
                 reason: None,
                 stats: Some(stats()),
                 floor: None,
+                histogram: None,
             }],
         }
     }
@@ -258,6 +280,18 @@ mod tests {
             ("measurements[0].stats.p90", Box::new(|u| u.measurements[0].stats.as_mut().unwrap().p90 = 1.0)),
             ("measurements[0].stats.samples", Box::new(|u| u.measurements[0].stats.as_mut().unwrap().samples = 0)),
             ("measurements[0].stats", Box::new(|u| u.measurements[0].stats = None)),
+            ("measurements[0].histogram", Box::new(|u| u.measurements[0].histogram = Some("<svg>".into()))),
+            (
+                "measurements[0].histogram",
+                Box::new(|u| u.measurements[0].histogram = Some("A".repeat(MAX_HISTOGRAM + 1))),
+            ),
+            (
+                "measurements",
+                Box::new(|u| {
+                    let m = Measurement { histogram: Some("SElTVA==".into()), ..u.measurements[0].clone() };
+                    u.measurements = vec![m; MAX_HISTOGRAMS + 1];
+                }),
+            ),
             (
                 "measurements[0].reason",
                 Box::new(|u| {

@@ -94,6 +94,7 @@ fn measurement_to_pb(m: &model::Measurement) -> pb::Measurement {
             ci95_high: s.ci95_high,
         }),
         floor: m.floor.as_ref().map(|f| pb::Floor { name: f.name.clone(), value: f.value }),
+        histogram: m.histogram.clone(),
     }
 }
 
@@ -162,6 +163,7 @@ fn measurement_from_pb(m: pb::Measurement, at: &str) -> Result<model::Measuremen
             ci95_high: s.ci95_high,
         }),
         floor: m.floor.map(|f| model::Floor { name: f.name, value: f.value }),
+        histogram: m.histogram,
     })
 }
 

@@ -36,6 +36,7 @@ fn run() -> RunUpload {
             reason: None,
             stats: Some(Stats::single(1e9)),
             floor: None,
+            histogram: None,
         }],
     }
 }

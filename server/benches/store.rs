@@ -25,6 +25,7 @@ fn run(i: usize, nodes: usize) -> RunUpload {
             reason: None,
             stats: Some(stats(1e9 + (i * 100 + k) as f64)),
             floor: None,
+            histogram: None,
         })
         .collect();
     RunUpload {

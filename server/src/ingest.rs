@@ -38,6 +38,10 @@ pub fn decode_json(bytes: &[u8]) -> Result<RunUpload, ApiError> {
 /// [`proto::decode_upload`]) returned and so validated.
 pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Door) -> Result<IngestAck, ApiError> {
     debug_assert_eq!(run.validate(), Ok(()), "ingest is given decoded, valid runs");
+    if let Err(err) = crate::histogram::check(&run) {
+        rejected(door);
+        return Err(err.into());
+    }
     let outcome = match store.insert_run(&agent.id, &run).await {
         Ok(outcome) => outcome,
         Err(err) => match err.downcast::<crate::store::NodeOwned>() {

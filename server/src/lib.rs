@@ -9,6 +9,7 @@ pub mod auth;
 pub mod csv_cell;
 pub mod error;
 pub mod grpc;
+pub mod histogram;
 pub mod ingest;
 pub mod json;
 pub mod openapi;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
-    CatalogView, ImportOutcome, MeasuredFleet, MeasuredNode, PriceRowView, ReportSummaryView, ReportsView, RunView,
-    ScenarioView, TransportRun, TrendPoint,
+    CatalogView, ImportOutcome, MeasuredFleet, MeasuredNode, MeasuredService, PriceRowView, ReportSummaryView,
+    ReportsView, RunView, ScenarioView, TransportRun, TrendPoint,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -125,7 +125,8 @@ impl Backend for WebBackend {
                     hardware,
                 });
             }
-            Ok(MeasuredFleet { nodes })
+            let services = measured_services(&store).await?;
+            Ok(MeasuredFleet { nodes, services })
         })
     }
 
@@ -363,6 +364,35 @@ fn price_view(r: prices::PriceRow) -> PriceRowView {
 }
 
 /// Each node with its newest run that has `suite`.
+/// Services the endpoint suite measured, newest run first, each calibrated by the model.
+async fn measured_services(store: &Store) -> Result<Vec<MeasuredService>, ApiError> {
+    const SERVICES: u32 = 20;
+    let filter = RunFilter { suite: Some(Suite::Endpoint), limit: SERVICES, ..RunFilter::default() };
+    let mut services = Vec::new();
+    for run in store.list_runs(&filter).await? {
+        let Some(detail) = store.get_run(run.run_id).await? else { continue };
+        let Some(check) = model::endpoint::check(&model::endpoint::steps(&detail.measurements)) else { continue };
+        let first = detail.measurements.iter().find(|m| m.suite == Suite::Endpoint);
+        let param = |key: &str| first.and_then(|m| m.parameters.get(key).cloned());
+        let c = check.calibration;
+        services.push(MeasuredService {
+            run_id: run.run_id.to_string(),
+            started_at_ms: run.started_at_ms,
+            hostname: run.hostname.clone(),
+            target: param("target").unwrap_or_default(),
+            protocol: param("protocol").unwrap_or_default(),
+            model: param("model"),
+            service_mean_s: c.service_mean,
+            service_cv: c.service_cv,
+            concurrency: c.concurrency,
+            saturation_rps: c.saturation_rps,
+            saturation_measured: c.saturation_measured,
+            mape_p99: check.mape_p99,
+        });
+    }
+    Ok(services)
+}
+
 async fn latest_with_suite(store: &Store, suite: Suite) -> Result<Vec<(NodeSummary, RunDetail)>, ApiError> {
     let mut out = Vec::new();
     for node in store.list_nodes().await? {

@@ -112,6 +112,30 @@ async fn bad_uploads_are_refused_with_a_reason_and_store_nothing() {
             422,
             "measurements[3].floor.name",
         ),
+        (
+            "histogram not base64",
+            |v| v["measurements"][3]["histogram"] = json!("<svg>"),
+            422,
+            "measurements[3].histogram",
+        ),
+        (
+            "histogram not HdrHistogram",
+            |v| v["measurements"][3]["histogram"] = json!("SGVsbG8="),
+            422,
+            "measurements[3].histogram: not an HdrHistogram",
+        ),
+        (
+            "histogram with other samples",
+            |v| v["measurements"][3]["stats"]["samples"] = json!(21),
+            422,
+            "holds 20 samples but stats.samples is 21",
+        ),
+        (
+            "histogram on a skipped case",
+            |v| v["measurements"][4]["histogram"] = v["measurements"][3]["histogram"].clone(),
+            422,
+            "measurements[4].histogram",
+        ),
     ];
     let raw_cases: Vec<(&str, String, u16, &str)> = vec![
         ("malformed JSON", "{\"run_id\": ".into(), 400, "malformed JSON"),

@@ -28,6 +28,15 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
         "checking the model crate builds for the browser",
         &mut build.cargo(&["build", "-p", "model", "--target", WASM_TARGET]),
     )?;
+    // The endpoint suite's tests run against MLServer and GuideLLM's mock server, installed once
+    // into virtual environments under the target directory (the tests would install them too;
+    // doing it here first shows the progress and names a failure plainly).
+    step(
+        "installing the third-party inference servers for the endpoint tests (once)",
+        Command::new("bash")
+            .arg(build.root.join("tools/endpoint-servers/setup.sh"))
+            .arg(build.target.join("endpoint-servers")),
+    )?;
     let mut cargo = build.cargo(&["test", "--workspace"]);
     cargo.args(cargo_args);
     // The whole suite takes about 10 min on 2 cores once built; a hang must fail CI well before

@@ -29,6 +29,7 @@ fn skipped(suite: Suite, case: &str, unit: Unit, parameters: BTreeMap<String, St
         reason: Some(format!("skipped: {reason}")),
         stats: None,
         floor: None,
+        histogram: None,
     }
 }
 

@@ -35,9 +35,11 @@ pub struct Options {
     pub peer_token: Option<String>,
     /// Transport payload sizes in bytes (empty: the suite's defaults).
     pub sizes: Vec<usize>,
+    /// The endpoint suite's target and load, when it is asked for.
+    pub endpoint: Option<crate::endpoint::Config>,
 }
 
-/// The suites this agent can run, by name.
+/// The suites a bare `run` runs (`endpoint` needs a target, so it runs only when named).
 pub fn available() -> Vec<Suite> {
     vec![Suite::System, Suite::Transport, Suite::Quant, Suite::Transfer, Suite::Alloc, Suite::Gemm]
 }
@@ -50,6 +52,10 @@ pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, 
         Suite::Transfer => Ok(Box::new(gpu::TransferSuite)),
         Suite::Alloc => Ok(Box::new(gpu::AllocSuite)),
         Suite::Gemm => Ok(Box::new(gpu::GemmSuite)),
+        Suite::Endpoint => match &options.endpoint {
+            Some(config) => Ok(Box::new(crate::endpoint::EndpointSuite { config: config.clone() })),
+            None => Err("the endpoint suite needs --target URL and --protocol".into()),
+        },
         Suite::Transport => Ok(Box::new(transport::TransportSuite {
             peer: options.peer.clone(),
             peer_token: options.peer_token.clone(),
@@ -81,5 +87,6 @@ pub fn figure(
         reason: stats.is_none().then(|| "no samples".to_string()),
         stats,
         floor: None,
+        histogram: None,
     }
 }

@@ -124,6 +124,7 @@ fn bandwidth(parameters: BTreeMap<String, String>, samples: &[f64]) -> Measureme
         reason: None,
         stats: Some(summarize(samples)),
         floor: None,
+        histogram: None,
     }
 }
 

@@ -497,6 +497,7 @@ fn failed(case: &str, unit: Unit, parameters: BTreeMap<String, String>, reason: 
         reason: Some(reason),
         stats: None,
         floor: None,
+        histogram: None,
     }
 }
 

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{OptF64, Store, now_ms};
 
-/// Rows per multi-row INSERT; 18 binds each stays far below both backends' bind limits.
+/// Rows per multi-row INSERT; 19 binds each stays far below both backends' bind limits.
 const INSERT_CHUNK: usize = 200;
 
 /// What an ingest did.
@@ -90,6 +90,7 @@ struct MeasurementRow {
     ci95_high: Option<f64>,
     floor_name: Option<String>,
     floor_value: Option<f64>,
+    histogram: Option<String>,
 }
 
 const RUN_SELECT: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
@@ -296,7 +297,7 @@ impl Store {
         let Some(row) = row else { return Ok(None) };
         let rows: Vec<MeasurementRow> = sqlx::query_as(
             "SELECT suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, p999, \
-             ci95_low, ci95_high, floor_name, floor_value FROM measurements WHERE run_id = $1 ORDER BY seq",
+             ci95_low, ci95_high, floor_name, floor_value, histogram FROM measurements WHERE run_id = $1 ORDER BY seq",
         )
         .bind(&id)
         .fetch_all(&self.pool)
@@ -312,10 +313,10 @@ async fn insert_measurements(
     first_seq: usize,
     chunk: &[Measurement],
 ) -> anyhow::Result<()> {
-    const COLUMNS: usize = 18;
+    const COLUMNS: usize = 19;
     let mut sql = String::from(
         "INSERT INTO measurements (run_id, seq, suite, case_name, parameters_json, unit, status, reason, samples, \
-         mean, p50, p90, p99, p999, ci95_low, ci95_high, floor_name, floor_value) VALUES ",
+         mean, p50, p90, p99, p999, ci95_low, ci95_high, floor_name, floor_value, histogram) VALUES ",
     );
     for row in 0..chunk.len() {
         let placeholders: Vec<String> = (1..=COLUMNS).map(|c| format!("${}", row * COLUMNS + c)).collect();
@@ -345,7 +346,8 @@ async fn insert_measurements(
             .bind(OptF64(stats.map(|s| s.ci95_low)))
             .bind(OptF64(stats.map(|s| s.ci95_high)))
             .bind(m.floor.as_ref().map(|f| f.name.clone()))
-            .bind(OptF64(m.floor.as_ref().map(|f| f.value)));
+            .bind(OptF64(m.floor.as_ref().map(|f| f.value)))
+            .bind(&m.histogram);
     }
     query.execute(&mut **tx).await?;
     Ok(())
@@ -396,6 +398,7 @@ impl TryFrom<MeasurementRow> for Measurement {
             reason: r.reason,
             stats,
             floor: r.floor_name.zip(r.floor_value).map(|(name, value)| Floor { name, value }),
+            histogram: r.histogram,
         })
     }
 }

@@ -190,6 +190,19 @@ pub fn stats(p50: f64) -> Stats {
     }
 }
 
+/// Latencies in nanoseconds as an agent encodes them.
+pub fn histogram_of(nanoseconds: &[u64]) -> String {
+    use base64::Engine;
+    use hdrhistogram::serialization::Serializer;
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000_000_000, 3).unwrap();
+    for &v in nanoseconds {
+        h.record(v).unwrap();
+    }
+    let mut bytes = Vec::new();
+    hdrhistogram::serialization::V2DeflateSerializer::new().serialize(&h, &mut bytes).unwrap();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// A realistic run: three memcpy sizes, a case with a floor, and a skipped case.
 pub fn sample_run(hostname: &str) -> RunUpload {
     let memcpy = |bytes: u64, bandwidth: f64| Measurement {
@@ -201,6 +214,7 @@ pub fn sample_run(hostname: &str) -> RunUpload {
         reason: None,
         stats: Some(stats(bandwidth)),
         floor: None,
+        histogram: None,
     };
     RunUpload {
         run_id: uuid::Uuid::new_v4(),
@@ -231,6 +245,7 @@ pub fn sample_run(hostname: &str) -> RunUpload {
                 reason: None,
                 stats: Some(stats(4e-6)),
                 floor: Some(Floor { name: "spin_ping_pong".into(), value: 2e-7 }),
+                histogram: Some(histogram_of(&[4_000; 20])),
             },
             Measurement {
                 suite: Suite::Transfer,
@@ -241,6 +256,7 @@ pub fn sample_run(hostname: &str) -> RunUpload {
                 reason: Some("no CUDA driver".into()),
                 stats: None,
                 floor: None,
+                histogram: None,
             },
         ],
     }

@@ -77,6 +77,7 @@ fn sample_run() -> RunUpload {
                 reason: None,
                 stats: Some(stats),
                 floor: Some(Floor { name: "pcie_theoretical".into(), value: 3.2e10 }),
+                histogram: None,
             },
             Measurement {
                 suite: Suite::Gemm,
@@ -87,6 +88,7 @@ fn sample_run() -> RunUpload {
                 reason: Some("the GPU has no FP8 tensor cores".into()),
                 stats: None,
                 floor: None,
+                histogram: None,
             },
         ],
     }
@@ -537,7 +539,7 @@ fn measurement() -> impl Strategy<Value = Measurement> {
         any::<u8>(),
     )
         .prop_map(|((suite, case, parameters, unit), status, reason, stats, floor, strict)| {
-            let mut m = Measurement { suite, case, parameters, unit, status, reason, stats, floor };
+            let mut m = Measurement { suite, case, parameters, unit, status, reason, stats, floor, histogram: None };
             // Mostly what the rules want of status, stats and reason together.
             if strict > 16 {
                 if m.status == MeasurementStatus::Ok {

@@ -1,0 +1,440 @@
+//! The wire formats the endpoint suite speaks, each a real client of its protocol: the Open
+//! Inference Protocol over REST (`kserve-v2`: Triton, KServe, MLServer), OpenAI-compatible
+//! streaming completions (`openai-chat`, `openai-completions`, server-sent events) and a plain
+//! JSON POST (`http-json`).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+/// Which protocol a target speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    KserveV2,
+    OpenaiChat,
+    OpenaiCompletions,
+    HttpJson,
+}
+
+impl Protocol {
+    pub const NAMES: &'static str = "kserve-v2, openai-chat, openai-completions, http-json";
+
+    pub fn parse(text: &str) -> Result<Protocol, String> {
+        match text {
+            "kserve-v2" => Ok(Protocol::KserveV2),
+            "openai-chat" => Ok(Protocol::OpenaiChat),
+            "openai-completions" => Ok(Protocol::OpenaiCompletions),
+            "http-json" => Ok(Protocol::HttpJson),
+            "kserve-v2-grpc" => Err("--protocol kserve-v2-grpc is not built yet; use kserve-v2 (REST)".into()),
+            other => Err(format!("--protocol must be one of {}, not '{other}'", Protocol::NAMES)),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::KserveV2 => "kserve-v2",
+            Protocol::OpenaiChat => "openai-chat",
+            Protocol::OpenaiCompletions => "openai-completions",
+            Protocol::HttpJson => "http-json",
+        }
+    }
+
+    /// Streams tokens: time to first token and inter-token gaps are measured.
+    pub fn is_llm(self) -> bool {
+        matches!(self, Protocol::OpenaiChat | Protocol::OpenaiCompletions)
+    }
+}
+
+/// A target ready to load: the URL requests go to, the bodies to send (cycled) and what the
+/// target said about itself.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub protocol: Protocol,
+    pub url: String,
+    pub bodies: Vec<Bytes>,
+    pub expect_status: u16,
+    /// The model's name and version as the server reported them, where it did.
+    pub model: Option<String>,
+    pub model_version: Option<String>,
+    /// The server's software, from `/v2` (kserve-v2).
+    pub server: Option<String>,
+}
+
+/// How a request failed, as a stable label for counting.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Failure {
+    Status(u16),
+    Timeout,
+    Connect,
+    Io,
+    MalformedStream,
+    EmptyStream,
+}
+
+impl Failure {
+    pub fn label(&self) -> String {
+        match self {
+            Failure::Status(code) => format!("http_{code}"),
+            Failure::Timeout => "timeout".into(),
+            Failure::Connect => "connect".into(),
+            Failure::Io => "io".into(),
+            Failure::MalformedStream => "malformed_stream".into(),
+            Failure::EmptyStream => "empty_stream".into(),
+        }
+    }
+
+    fn of(err: &reqwest::Error) -> Failure {
+        if err.is_timeout() {
+            Failure::Timeout
+        } else if err.is_connect() {
+            Failure::Connect
+        } else {
+            Failure::Io
+        }
+    }
+}
+
+/// What one streamed completion looked like.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    /// When each content-bearing event arrived.
+    pub arrivals: Vec<Instant>,
+    /// `usage.completion_tokens` and `usage.prompt_tokens`, when the server sent usage.
+    pub usage: Option<(u64, u64)>,
+}
+
+impl Tokens {
+    /// Output tokens, and whether the server's usage said so (else: content events counted).
+    pub fn output(&self) -> (u64, bool) {
+        match self.usage {
+            Some((completion, _)) => (completion, true),
+            None => (self.arrivals.len() as u64, false),
+        }
+    }
+}
+
+/// A load-test client of one target.
+pub struct Client {
+    http: reqwest::Client,
+    authorization: Option<String>,
+}
+
+impl Client {
+    /// `authorization` is sent as the Authorization header on every request and never stored.
+    pub fn new(timeout: Duration, pool: usize, authorization: Option<String>) -> anyhow::Result<Client> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(pool)
+            .tcp_nodelay(true)
+            .no_proxy()
+            .http1_only()
+            .build()?;
+        Ok(Client { http, authorization })
+    }
+
+    fn post(&self, url: &str, body: Bytes) -> reqwest::RequestBuilder {
+        let mut request = self.http.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
+        if let Some(value) = &self.authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        request
+    }
+
+    async fn get_json(&self, url: &str) -> anyhow::Result<Value> {
+        let mut request = self.http.get(url);
+        if let Some(value) = &self.authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        // Errors name the URL without credentials or query.
+        let shown = super::public_url(url).unwrap_or_else(|_| "the target".into());
+        let response = request.send().await.with_context(|| format!("cannot reach {shown}"))?;
+        let status = response.status();
+        let text = response.text().await.with_context(|| format!("reading {shown}"))?;
+        if !status.is_success() {
+            bail!("{shown} answered {status}: {}", excerpt(&text));
+        }
+        serde_json::from_str(&text).with_context(|| format!("{shown} did not answer JSON: {}", excerpt(&text)))
+    }
+
+    /// Sends one request; `Ok` carries the streamed tokens for LLM protocols.
+    pub async fn send(&self, target: &Prepared, body: Bytes) -> Result<Option<Tokens>, Failure> {
+        let response = self.post(&target.url, body).send().await.map_err(|e| Failure::of(&e))?;
+        let status = response.status().as_u16();
+        if !target.protocol.is_llm() {
+            // Read the whole answer (the service's work includes sending it), keeping none of it.
+            let mut response = response;
+            while response.chunk().await.map_err(|e| Failure::of(&e))?.is_some() {}
+            return if status == target.expect_status { Ok(None) } else { Err(Failure::Status(status)) };
+        }
+        if status != 200 {
+            return Err(Failure::Status(status));
+        }
+        read_stream(response, target.protocol).await.map(Some)
+    }
+}
+
+/// Reads a server-sent-events completion to its `[DONE]`, timing each event with content.
+async fn read_stream(mut response: reqwest::Response, protocol: Protocol) -> Result<Tokens, Failure> {
+    let mut tokens = Tokens::default();
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut done = false;
+    while let Some(chunk) = response.chunk().await.map_err(|e| Failure::of(&e))? {
+        let now = Instant::now();
+        buffer.extend_from_slice(&chunk);
+        while let Some((event, rest)) = split_event(&buffer) {
+            let event = event.to_vec();
+            buffer.drain(..rest);
+            match parse_event(&event, protocol)? {
+                Event::Done => done = true,
+                Event::Data { content, usage } => {
+                    if content {
+                        tokens.arrivals.push(now);
+                    }
+                    if usage.is_some() {
+                        tokens.usage = usage;
+                    }
+                }
+                Event::Other => {}
+            }
+        }
+        if buffer.len() > 1 << 20 {
+            return Err(Failure::MalformedStream);
+        }
+    }
+    if !done {
+        return Err(Failure::MalformedStream);
+    }
+    if tokens.arrivals.is_empty() {
+        return Err(Failure::EmptyStream);
+    }
+    Ok(tokens)
+}
+
+/// The first complete event in `buffer` and the bytes it spans with its blank line.
+fn split_event(buffer: &[u8]) -> Option<(&[u8], usize)> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|at| (at, at + 2));
+    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| (at, at + 4));
+    let (end, next) = match (lf, crlf) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b)?,
+    };
+    Some((&buffer[..end], next))
+}
+
+#[derive(Debug, PartialEq)]
+enum Event {
+    Done,
+    Data { content: bool, usage: Option<(u64, u64)> },
+    Other,
+}
+
+/// One SSE event: its `data:` lines joined, then `[DONE]` or a completion chunk.
+fn parse_event(event: &[u8], protocol: Protocol) -> Result<Event, Failure> {
+    let text = std::str::from_utf8(event).map_err(|_| Failure::MalformedStream)?;
+    let data: Vec<&str> =
+        text.lines().filter_map(|line| line.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+    if data.is_empty() {
+        return Ok(Event::Other); // a comment or keep-alive
+    }
+    let data = data.join("\n");
+    if data.trim() == "[DONE]" {
+        return Ok(Event::Done);
+    }
+    let chunk: Value = serde_json::from_str(&data).map_err(|_| Failure::MalformedStream)?;
+    if chunk.get("error").is_some() {
+        return Err(Failure::MalformedStream);
+    }
+    let choice = chunk.get("choices").and_then(|c| c.get(0));
+    let text = match protocol {
+        Protocol::OpenaiChat => choice.and_then(|c| c.pointer("/delta/content")),
+        _ => choice.and_then(|c| c.get("text")),
+    };
+    let content = text.and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+    let usage = chunk.get("usage").and_then(|u| {
+        Some((u.get("completion_tokens")?.as_u64()?, u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0)))
+    });
+    Ok(Event::Data { content, usage })
+}
+
+fn excerpt(text: &str) -> String {
+    let line: String = text.chars().take(200).filter(|c| !c.is_control()).collect();
+    if line.is_empty() { "(empty)".into() } else { line }
+}
+
+/// Settings a target needs besides its URL.
+#[derive(Debug, Clone, Default)]
+pub struct TargetOptions {
+    pub model: Option<String>,
+    pub model_version: Option<String>,
+    /// A body to send instead of the generated one (http-json: required).
+    pub input: Option<Vec<u8>>,
+    pub expect_status: u16,
+    pub max_tokens: u32,
+    /// Prompt length in words: each prompt is drawn uniformly from this range.
+    pub prompt_words: (u32, u32),
+}
+
+/// Reads what the target says about itself and builds the request bodies. Fails, naming the
+/// URL, when the target cannot be reached or does not speak the protocol.
+pub async fn prepare(
+    client: &Client,
+    base: &str,
+    protocol: Protocol,
+    options: &TargetOptions,
+) -> anyhow::Result<Prepared> {
+    let base = base.trim_end_matches('/');
+    let mut prepared = Prepared {
+        protocol,
+        url: base.to_string(),
+        bodies: Vec::new(),
+        expect_status: options.expect_status,
+        model: options.model.clone(),
+        model_version: options.model_version.clone(),
+        server: None,
+    };
+    match protocol {
+        Protocol::HttpJson => {
+            let body = options.input.clone().context("--protocol http-json needs --input FILE (the body to POST)")?;
+            prepared.bodies.push(Bytes::from(body));
+        }
+        Protocol::KserveV2 => {
+            let name = options.model.clone().context("--protocol kserve-v2 needs --model NAME")?;
+            let path = match &options.model_version {
+                Some(v) => format!("/v2/models/{}/versions/{}", segment(&name), segment(v)),
+                None => format!("/v2/models/{}", segment(&name)),
+            };
+            if let Ok(server) = client.get_json(&format!("{base}/v2")).await {
+                let s = |k: &str| server.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                prepared.server = Some(format!("{} {}", s("name"), s("version")).trim().to_string());
+            }
+            let metadata = client.get_json(&format!("{base}{path}")).await?;
+            prepared.model = metadata.get("name").and_then(Value::as_str).map(str::to_string).or(Some(name));
+            if prepared.model_version.is_none() {
+                prepared.model_version = metadata.pointer("/versions/0").and_then(Value::as_str).map(str::to_string);
+            }
+            let body = match &options.input {
+                Some(body) => body.clone(),
+                None => v2_request(&metadata)?.to_string().into_bytes(),
+            };
+            prepared.bodies.push(Bytes::from(body));
+            prepared.url = format!("{base}{path}/infer");
+        }
+        Protocol::OpenaiChat | Protocol::OpenaiCompletions => {
+            let model = match &options.model {
+                Some(model) => model.clone(),
+                None => {
+                    let models = client.get_json(&format!("{base}/v1/models")).await?;
+                    models
+                        .pointer("/data/0/id")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .context("the server's /v1/models lists no model; pass --model NAME")?
+                }
+            };
+            prepared.model = Some(model.clone());
+            let chat = protocol == Protocol::OpenaiChat;
+            prepared.url = format!("{base}{}", if chat { "/v1/chat/completions" } else { "/v1/completions" });
+            prepared.bodies = match &options.input {
+                Some(body) => vec![Bytes::from(body.clone())],
+                None => super::prompts::prompts(options.prompt_words, 64)
+                    .into_iter()
+                    .map(|prompt| {
+                        let mut body = json!({
+                            "model": model,
+                            "max_tokens": options.max_tokens,
+                            "stream": true,
+                            "stream_options": {"include_usage": true},
+                        });
+                        if chat {
+                            body["messages"] = json!([{"role": "user", "content": prompt}]);
+                        } else {
+                            body["prompt"] = json!(prompt);
+                        }
+                        Bytes::from(body.to_string())
+                    })
+                    .collect(),
+            };
+        }
+    }
+    Ok(prepared)
+}
+
+/// A path segment with the characters a model name may hold percent-encoded.
+fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// An inference request with every input the model's metadata lists, variable dimensions set
+/// to 1 and deterministic values of the input's datatype.
+pub fn v2_request(metadata: &Value) -> anyhow::Result<Value> {
+    let inputs = metadata.get("inputs").and_then(Value::as_array).filter(|i| !i.is_empty()).context(
+        "the model's metadata lists no inputs (the server was not told its signature); pass --input FILE with a V2 \
+         inference request",
+    )?;
+    let mut tensors = Vec::new();
+    for input in inputs {
+        let name = input.get("name").and_then(Value::as_str).context("a metadata input has no name")?;
+        let datatype = input.get("datatype").and_then(Value::as_str).context("a metadata input has no datatype")?;
+        let shape: Vec<i64> = input
+            .get("shape")
+            .and_then(Value::as_array)
+            .context("a metadata input has no shape")?
+            .iter()
+            .map(|d| d.as_i64().map(|d| if d < 0 { 1 } else { d }))
+            .collect::<Option<_>>()
+            .context("a metadata shape is not a list of integers")?;
+        let count: i64 = shape.iter().product();
+        anyhow::ensure!((0..=1 << 24).contains(&count), "input {name} has {count} elements: pass --input FILE");
+        let data: Vec<Value> = (0..count)
+            .map(|i| match datatype {
+                "BOOL" => json!(i % 2 == 0),
+                "BYTES" => json!("headroom"),
+                "FP16" | "FP32" | "FP64" | "BF16" => json!(((i * 7919) % 17) as f64),
+                _ => json!((i * 7919) % 17),
+            })
+            .collect();
+        tensors.push(json!({"name": name, "shape": shape, "datatype": datatype, "data": data}));
+    }
+    Ok(json!({ "inputs": tensors }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_split_on_either_line_ending_and_parse() {
+        let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\r\n\r\n: keep-alive\n\ndata: [DONE]\n\n";
+        let (first, next) = split_event(stream).unwrap();
+        assert_eq!(parse_event(first, Protocol::OpenaiChat), Ok(Event::Data { content: true, usage: None }));
+        let (second, next2) = split_event(&stream[next..]).unwrap();
+        assert_eq!(parse_event(second, Protocol::OpenaiChat), Ok(Event::Other));
+        let (third, _) = split_event(&stream[next + next2..]).unwrap();
+        assert_eq!(parse_event(third, Protocol::OpenaiChat), Ok(Event::Done));
+        let usage = br#"data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":30}}"#;
+        assert_eq!(
+            parse_event(usage, Protocol::OpenaiCompletions),
+            Ok(Event::Data { content: false, usage: Some((30, 12)) })
+        );
+        assert_eq!(parse_event(b"data: {not json", Protocol::OpenaiChat), Err(Failure::MalformedStream));
+    }
+
+    #[test]
+    fn v2_requests_follow_the_metadata() {
+        let metadata = json!({"name": "digits", "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 64]}]});
+        let request = v2_request(&metadata).unwrap();
+        assert_eq!(request.pointer("/inputs/0/shape"), Some(&json!([1, 64])));
+        assert_eq!(request.pointer("/inputs/0/data").and_then(Value::as_array).map(Vec::len), Some(64));
+        let err = v2_request(&json!({"name": "digits", "inputs": []})).unwrap_err().to_string();
+        assert!(err.contains("--input FILE"), "{err}");
+        assert_eq!(segment("a b/c"), "a%20b%2Fc");
+    }
+}

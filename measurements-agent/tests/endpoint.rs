@@ -1,0 +1,434 @@
+//! The endpoint suite, run as the real agent binary against inference servers no one here
+//! wrote: MLServer with its scikit-learn runtime (the Open Inference Protocol over REST) and
+//! GuideLLM's OpenAI-compatible mock server (streamed completions with set latencies). Both are
+//! installed by `tools/endpoint-servers/setup.sh` into virtual environments under the target
+//! directory, once. Failure handling runs against a standard-library Python server that
+//! answers 500s and broken streams on purpose.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use headroom_server::store::Store;
+use headroom_server::{AppState, admin};
+use model::{Measurement, MeasurementStatus, RunUpload};
+
+/// The servers' virtual environments, installed on first use (a failure here fails the test:
+/// these tests are never skipped).
+fn servers() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("endpoint-servers");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/endpoint-servers/setup.sh");
+        let status = Command::new("bash").arg(&script).arg(&dir).status().expect("bash runs");
+        assert!(status.success(), "{} failed: the endpoint tests need MLServer and GuideLLM", script.display());
+        dir
+    })
+}
+
+/// One test at a time: each measures latencies, and two load tests on two cores would measure
+/// each other.
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_ready(url: &str, child: &mut Running) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let client = reqwest::blocking::Client::new();
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.0.try_wait() {
+            panic!("the server exited ({status}) before {url} answered");
+        }
+        if client.get(url).send().is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("{url} did not become ready in 180 s");
+}
+
+/// MLServer on free ports serving the digits classifier; its base URL.
+fn mlserver(root: &Path) -> (Running, String) {
+    let (http, grpc, metrics) = (free_port(), free_port(), free_port());
+    let models = root.join("digits");
+    std::fs::create_dir_all(&models).unwrap();
+    for file in ["model.joblib", "model-settings.json"] {
+        std::fs::copy(servers().join("models/digits").join(file), models.join(file)).unwrap();
+    }
+    let settings = serde_json::json!({
+        "http_port": http, "grpc_port": grpc, "metrics_port": metrics, "host": "127.0.0.1",
+        "parallel_workers": 0, "debug": false,
+    });
+    std::fs::write(root.join("settings.json"), settings.to_string()).unwrap();
+    let child = Command::new(servers().join("mlserver/bin/mlserver"))
+        .arg("start")
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Running(child);
+    let url = format!("http://127.0.0.1:{http}");
+    wait_ready(&format!("{url}/v2/models/digits/ready"), &mut running);
+    (running, url)
+}
+
+fn agent(args: &[&str], spool: &Path) -> Output {
+    Command::cargo_bin("measurements-agent")
+        .unwrap()
+        .args(args)
+        .arg("--spool")
+        .arg(spool)
+        .env_remove("HEADROOM_SERVER")
+        .env_remove("HEADROOM_TOKEN")
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// The run the agent printed with --json.
+fn printed_run(out: &Output) -> RunUpload {
+    assert!(out.status.success(), "{}", text(out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+}
+
+fn spooled(spool: &Path) -> usize {
+    std::fs::read_dir(spool)
+        .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json")).count())
+}
+
+fn param<'a>(m: &'a Measurement, key: &str) -> &'a str {
+    m.parameters.get(key).map(String::as_str).unwrap_or("")
+}
+
+/// The measurement of `case` in step `step`.
+fn at<'a>(run: &'a RunUpload, case: &str, step: usize) -> &'a Measurement {
+    run.measurements
+        .iter()
+        .find(|m| m.case == case && param(m, "step") == step.to_string())
+        .unwrap_or_else(|| panic!("no {case} in step {step}"))
+}
+
+fn steps(run: &RunUpload) -> usize {
+    run.measurements.iter().filter(|m| m.case == "endpoint_latency").count()
+}
+
+fn p(m: &Measurement) -> model::Stats {
+    m.stats.unwrap_or_else(|| panic!("{} has no figures: {:?}", m.case, m.reason))
+}
+
+#[test]
+fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_counts_an_unload() {
+    let _one_at_a_time = exclusive();
+    let root = tempfile::tempdir().unwrap();
+    let (_server, url) = mlserver(root.path());
+    let spool = tempfile::tempdir().unwrap();
+
+    // A sweep: metadata read, inputs built from it, rates doubled until the service saturates.
+    let out = agent(
+        &["run", "endpoint", "--target", &url, "--protocol", "kserve-v2", "--model", "digits", "--sweep"]
+            .iter()
+            .chain(&["--duration", "2s", "--warmup", "1s", "--seed", "7", "--json", "--slo", "p99=50ms"])
+            .copied()
+            .collect::<Vec<_>>(),
+        spool.path(),
+    );
+    let run = printed_run(&out);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let first = at(&run, "endpoint_latency", 1);
+    assert_eq!(param(first, "model"), "digits");
+    assert!(param(first, "server").contains("mlserver"), "{:?}", first.parameters);
+    assert_eq!(param(first, "target"), url);
+    assert_eq!(param(first, "protocol"), "kserve-v2");
+    assert_eq!(p(at(&run, "endpoint_error_rate", 1)).mean, 0.0, "MLServer answers the built request");
+    let unloaded = p(first);
+    assert!(unloaded.p50 > 1e-5 && unloaded.p50 < 0.5, "unloaded p50 {} s", unloaded.p50);
+    // Every latency histogram decodes and holds exactly the requests its statistics count.
+    for m in run.measurements.iter().filter(|m| m.histogram.is_some()) {
+        let h = headroom_server::histogram::decode(m.histogram.as_ref().unwrap()).unwrap();
+        assert_eq!(h.len(), p(m).samples, "{} step {}", m.case, param(m, "step"));
+    }
+    let n = steps(&run);
+    assert!(n >= 3, "a sweep takes several steps, got {n}");
+    let gave_out = (1..=n)
+        .map(|s| at(&run, "endpoint_latency", s))
+        .find(|m| param(m, "saturated") == "true" || param(m, "client_limited") == "true");
+    assert!(gave_out.is_some(), "the sweep goes on until the service (or, on a small node, the client) gives out");
+    assert_eq!(param(first, "saturated"), "false");
+    let rate = |step| p(at(&run, "endpoint_offered_rate", step)).mean;
+    assert!(rate(2) > 1.5 * rate(1), "rates double: {} then {}", rate(1), rate(2));
+    assert!(run.measurements.iter().any(|m| m.case == "endpoint_goodput"), "an SLO gives goodput");
+    assert_eq!(spooled(spool.path()), 1, "the run waits in the spool for a server");
+
+    // The model unloaded mid-run: failures are counted by kind and the run is still stored.
+    let unload = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(2500));
+            let client = reqwest::blocking::Client::new();
+            client.post(format!("{url}/v2/repository/models/digits/unload")).send().unwrap().status()
+        })
+    };
+    let out = agent(
+        &["run", "endpoint", "--target", &url, "--protocol", "kserve-v2", "--model", "digits", "--rates", "40"]
+            .iter()
+            .chain(&["--duration", "3s", "--warmup", "1s", "--json"])
+            .copied()
+            .collect::<Vec<_>>(),
+        spool.path(),
+    );
+    assert!(unload.join().unwrap().is_success());
+    let run = printed_run(&out);
+    let errors: Vec<&Measurement> = run.measurements.iter().filter(|m| m.case == "endpoint_errors").collect();
+    assert!(!errors.is_empty(), "requests after the unload fail: {}", text(&out));
+    assert!(errors.iter().all(|m| param(m, "kind").starts_with("http_4")), "{errors:?}");
+    assert!(p(at(&run, "endpoint_latency", 1)).samples > 10, "requests before the unload succeeded");
+    assert!(p(at(&run, "endpoint_error_rate", 1)).mean > 0.05);
+    assert_eq!(spooled(spool.path()), 2);
+}
+
+#[test]
+fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
+    let _one_at_a_time = exclusive();
+    let root = tempfile::tempdir().unwrap();
+    let (_server, url) = mlserver(root.path());
+    let body = root.path().join("request.json");
+    let pixels: Vec<f64> = (0..64).map(|i| f64::from(i % 17)).collect();
+    let request =
+        serde_json::json!({"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP64", "data": pixels}]});
+    std::fs::write(&body, request.to_string()).unwrap();
+    let infer = format!("{url}/v2/models/digits/infer");
+    let spool = tempfile::tempdir().unwrap();
+    let db = tempfile::tempdir().unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (store, server_url, stop, task) = runtime.block_on(async {
+        let store = Store::connect(&headroom_server::store::sqlite_url(db.path())).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server_url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
+        let task = tokio::spawn(headroom_server::serve(listener, state, async move {
+            let _ = rx.await;
+        }));
+        (store, server_url, stop, task)
+    });
+    let token = runtime.block_on(admin::create_agent_token(&store, "endpoint-agent")).unwrap();
+    let body = body.to_str().unwrap();
+    let out = agent(
+        &["run", "endpoint", "--target", &infer, "--protocol", "http-json", "--input", body, "--rates", "10,25,50"]
+            .iter()
+            .chain(&["--duration", "2s", "--warmup", "1s", "--server", &server_url, "--token", &token])
+            .copied()
+            .collect::<Vec<_>>(),
+        spool.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0, "uploaded: {}", text(&out));
+    let runs = runtime
+        .block_on(store.list_runs(&headroom_server::store::RunFilter { limit: 10, ..Default::default() }))
+        .unwrap();
+    let stored = runtime.block_on(store.get_run(runs[0].run_id)).unwrap().unwrap();
+    let latency = stored.measurements.iter().find(|m| m.case == "endpoint_latency").unwrap();
+    let h = headroom_server::histogram::decode(latency.histogram.as_ref().expect("the histogram is stored")).unwrap();
+    assert_eq!(h.len(), p(latency).samples);
+    let achieved = stored.measurements.iter().find(|m| m.case == "endpoint_achieved_rate").unwrap();
+    let achieved = p(achieved).mean;
+    assert!((5.0..20.0).contains(&achieved), "10/s offered first, {achieved}/s achieved");
+    let errors = stored.measurements.iter().find(|m| m.case == "endpoint_error_rate").unwrap();
+    assert_eq!(p(errors).mean, 0.0);
+
+    // The run page sets each step's measurement beside the model's prediction, and the
+    // Planner's data offers the service, calibrated.
+    runtime.block_on(admin::create_user(&store, "manager", headroom_server::auth::Role::Viewer, None)).unwrap();
+    let viewer = runtime.block_on(admin::create_api_token(&store, "manager")).unwrap();
+    let http = reqwest::blocking::Client::new();
+    let page = http.get(format!("{server_url}/runs/{}", runs[0].run_id)).bearer_auth(&viewer).send().unwrap();
+    assert!(page.status().is_success());
+    let page = page.text().unwrap();
+    assert!(page.contains("Your service under load"), "{page}");
+    let table = page.split("class=\"endpoint-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
+    assert_eq!(table.matches("<tr").count(), 1 + 3, "a header row and a row per step: {table}");
+    assert!(page.contains("data-out=\"model-error\""));
+    let fleet: serde_json::Value = http
+        .post(format!("{server_url}/srv/measured_nodes"))
+        .bearer_auth(&viewer)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let service = &fleet["services"][0];
+    assert_eq!(service["target"], infer.as_str());
+    assert_eq!(service["protocol"], "http-json");
+    assert!(service["concurrency"].as_u64().unwrap() >= 1, "{service}");
+    let mean = service["service_mean_s"].as_f64().unwrap();
+    assert!(mean > 1e-4 && mean < 0.5, "{service}");
+    let _ = stop.send(());
+    runtime.block_on(task).unwrap().unwrap();
+}
+
+/// GuideLLM's mock OpenAI server with a set time to first token and gap between tokens.
+fn mock_llm(ttft_ms: u32, itl_ms: u32, tokens: u32) -> (Running, String) {
+    let port = free_port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/endpoint-servers/mock_llm.py");
+    let child = Command::new(servers().join("guidellm/bin/python"))
+        .arg(script)
+        .args([port.to_string(), ttft_ms.to_string(), itl_ms.to_string(), tokens.to_string()])
+        .env("HF_HUB_OFFLINE", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Running(child);
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&format!("{url}/v1/models"), &mut running);
+    (running, url)
+}
+
+#[test]
+fn openai_streams_against_guidellms_mock_measure_the_latencies_it_was_told() {
+    let _one_at_a_time = exclusive();
+    let (_server, url) = mock_llm(100, 10, 32);
+    let spool = tempfile::tempdir().unwrap();
+    for protocol in ["openai-chat", "openai-completions"] {
+        let out = agent(
+            &["run", "endpoint", "--target", &url, "--protocol", protocol, "--rates", "4", "--max-tokens", "32"]
+                .iter()
+                .chain(&["--duration", "3s", "--warmup", "1s", "--json", "--prompt-words", "20-60"])
+                .copied()
+                .collect::<Vec<_>>(),
+            spool.path(),
+        );
+        let run = printed_run(&out);
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+        let latency = p(at(&run, "endpoint_latency", 1));
+        let ttft = p(at(&run, "endpoint_ttft", 1));
+        let itl = p(at(&run, "endpoint_itl", 1));
+        assert!((ttft.p50 - 0.100).abs() < 0.010, "{protocol}: TTFT p50 {} s, told 100 ms", ttft.p50);
+        assert!((itl.p50 - 0.010).abs() < 0.001, "{protocol}: ITL p50 {} s, told 10 ms", itl.p50);
+        let tokens = at(&run, "endpoint_output_tokens", 1);
+        assert_eq!(param(tokens, "token_count_source"), "usage", "the mock sends usage");
+        assert_eq!(p(tokens).mean, 32.0 * latency.samples as f64, "{protocol}: 32 tokens per answer");
+        assert_eq!(param(tokens, "model"), "mock-llm", "the model comes from /v1/models");
+        let tpot = p(at(&run, "endpoint_tpot", 1));
+        assert!((tpot.p50 - 0.010).abs() < 0.002, "{protocol}: TPOT p50 {}", tpot.p50);
+    }
+}
+
+/// A server that answers every POST with a 500, or (`/v1/chat/completions`) a broken stream.
+const FAULTY: &str = r#"
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get('content-length', 0)))
+        if self.path == '/v1/chat/completions':
+            body = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: {broken\n\n'
+            self.send_response(200); self.send_header('content-type', 'text/event-stream')
+        else:
+            body = b'{"error": "boom"}'
+            self.send_response(500); self.send_header('content-type', 'application/json')
+        self.send_header('content-length', str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self):
+        self.send_response(200); self.send_header('content-length', '2'); self.end_headers(); self.wfile.write(b'{}')
+http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
+"#;
+
+#[test]
+fn bad_targets_and_arguments_are_named_and_failures_are_counted() {
+    let _one_at_a_time = exclusive();
+    let spool = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body.json");
+    std::fs::write(&body, "{}").unwrap();
+    let body = body.to_str().unwrap();
+
+    // Nothing listens: a clear error, nothing spooled.
+    let nowhere = format!("http://127.0.0.1:{}/infer", free_port());
+    let out = agent(
+        &["run", "endpoint", "--target", &nowhere, "--protocol", "http-json", "--input", body, "--rates", "5"],
+        spool.path(),
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("cannot reach"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0);
+
+    // Arguments that cannot describe a load test name themselves.
+    let out =
+        agent(&["run", "endpoint", "--target", &nowhere, "--protocol", "http-json", "--rates", "0"], spool.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("--rates"), "{}", text(&out));
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "offset_s\n0.0\n-0.5\n").unwrap();
+    let arrivals = format!("trace:{}", trace.display());
+    let out = agent(
+        &["run", "endpoint", "--target", &nowhere, "--protocol", "http-json", "--arrivals", &arrivals],
+        spool.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("line 3: offset -0.5 is negative"), "{}", text(&out));
+    let out = agent(&["run", "endpoint", "--protocol", "http-json", "--rates", "5"], spool.path());
+    assert!(text(&out).contains("--target URL"), "{}", text(&out));
+    let secret = "http://user:hunter2@127.0.0.1:9/infer";
+    let out = agent(&["run", "endpoint", "--target", secret, "--protocol", "http-json", "--rates", "5"], spool.path());
+    assert!(text(&out).contains("must not carry credentials") && !text(&out).contains("hunter2"), "{}", text(&out));
+    let out =
+        agent(&["run", "endpoint", "--target", &nowhere, "--protocol", "kserve-v2-grpc", "--rates", "5"], spool.path());
+    assert!(text(&out).contains("not built yet"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 0);
+
+    // A target that answers 500, and one whose stream breaks: failures counted, runs stored.
+    let port = free_port();
+    let child = Command::new("python3").args(["-c", FAULTY, &port.to_string()]).spawn().unwrap();
+    let mut faulty = Running(child);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_ready(&base, &mut faulty);
+    let out = agent(
+        &["run", "endpoint", "--target", &format!("{base}/infer"), "--protocol", "http-json", "--input", body]
+            .iter()
+            .chain(&["--rates", "20", "--duration", "1s", "--warmup", "0.5s", "--json"])
+            .copied()
+            .collect::<Vec<_>>(),
+        spool.path(),
+    );
+    let run = printed_run(&out);
+    let latency = at(&run, "endpoint_latency", 1);
+    assert_eq!(latency.status, MeasurementStatus::Failed);
+    assert!(latency.reason.as_deref().unwrap_or("").starts_with("no request succeeded: http_500 ×"), "{latency:?}");
+    assert_eq!(param(at(&run, "endpoint_errors", 1), "kind"), "http_500");
+    assert_eq!(p(at(&run, "endpoint_error_rate", 1)).mean, 1.0);
+    let out = agent(
+        &["run", "endpoint", "--target", &base, "--protocol", "openai-chat", "--model", "m", "--rates", "20"]
+            .iter()
+            .chain(&["--duration", "1s", "--warmup", "0.5s", "--json"])
+            .copied()
+            .collect::<Vec<_>>(),
+        spool.path(),
+    );
+    let run = printed_run(&out);
+    assert_eq!(param(at(&run, "endpoint_errors", 1), "kind"), "malformed_stream");
+    assert_eq!(spooled(spool.path()), 2, "both runs are kept");
+}

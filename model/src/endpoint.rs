@@ -1,0 +1,247 @@
+//! A team's own inference service, as the agent's `endpoint` suite measured it, and the
+//! queueing model calibrated on it and checked against it.
+//!
+//! Calibration takes the service time from the least-loaded step (its mean latency and the
+//! coefficient of variation of its histogram: network and client included, so the model
+//! predicts what a caller sees) and the service's effective concurrency from the highest
+//! throughput it achieved: c = round(X_max × mean service time), at least 1. When no step
+//! saturated, X_max is only a lower bound and so is c. Each step is then predicted with M/G/c
+//! (see [`crate::queue`]) at its offered rate and set beside what was measured.
+
+use std::collections::BTreeMap;
+
+use crate::queue::Queue;
+use crate::run::{Case, Measurement, MeasurementStatus, Suite};
+
+/// What one step of a load test measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub step: u32,
+    /// Requests per second sent in the measured window.
+    pub offered: f64,
+    /// Successful answers per second.
+    pub achieved: f64,
+    /// Latency of successful requests, seconds; `None` when none succeeded.
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub cv: Option<f64>,
+    pub error_rate: f64,
+    pub saturated: bool,
+    pub client_limited: bool,
+}
+
+impl Step {
+    /// Trusted: the client kept its schedule.
+    pub fn trusted(&self) -> bool {
+        !self.client_limited
+    }
+}
+
+/// The steps of an endpoint run, in order. Measurements of other suites are ignored.
+pub fn steps(measurements: &[Measurement]) -> Vec<Step> {
+    let mut by_step: BTreeMap<u32, Vec<&Measurement>> = BTreeMap::new();
+    for m in measurements.iter().filter(|m| m.suite == Suite::Endpoint) {
+        if let Some(step) = m.parameters.get("step").and_then(|s| s.parse().ok()) {
+            by_step.entry(step).or_default().push(m);
+        }
+    }
+    by_step
+        .into_iter()
+        .filter_map(|(step, ms)| {
+            let find = |case: Case| ms.iter().copied().find(|m| m.is(case) && m.status == MeasurementStatus::Ok);
+            let value = |case: Case| find(case).and_then(|m| m.stats).map(|s| s.mean);
+            let latency = ms.iter().copied().find(|m| m.is(Case::EndpointLatency))?;
+            let flag = |key: &str| latency.parameters.get(key).is_some_and(|v| v == "true");
+            let stats = latency.stats;
+            Some(Step {
+                step,
+                offered: value(Case::EndpointOfferedRate)?,
+                achieved: value(Case::EndpointAchievedRate).unwrap_or(0.0),
+                mean: stats.map(|s| s.mean),
+                p50: stats.map(|s| s.p50),
+                p99: stats.map(|s| s.p99),
+                cv: value(Case::EndpointLatencyCv),
+                error_rate: value(Case::EndpointErrorRate).unwrap_or(0.0),
+                saturated: flag("saturated"),
+                client_limited: flag("client_limited"),
+            })
+        })
+        .collect()
+}
+
+/// The service as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    /// Mean service time in seconds (the least-loaded step's mean latency).
+    pub service_mean: f64,
+    /// Its coefficient of variation.
+    pub service_cv: f64,
+    /// Requests served at once: c of M/G/c.
+    pub concurrency: u32,
+    /// The highest throughput achieved, requests per second.
+    pub saturation_rps: f64,
+    /// Whether a step saturated, so that `saturation_rps` and `concurrency` are measured
+    /// rather than lower bounds.
+    pub saturation_measured: bool,
+    /// The step the service time came from.
+    pub base_step: u32,
+}
+
+/// Calibrates on the trusted steps; `None` without a trusted step that succeeded.
+pub fn calibrate(steps: &[Step]) -> Option<Calibration> {
+    let trusted: Vec<&Step> = steps.iter().filter(|s| s.trusted()).collect();
+    let base =
+        trusted.iter().filter(|s| s.mean.is_some_and(|m| m > 0.0)).min_by(|a, b| a.offered.total_cmp(&b.offered))?;
+    let service_mean = base.mean?;
+    let service_cv = base.cv.unwrap_or(1.0).clamp(0.05, 5.0);
+    let saturation_rps = trusted.iter().map(|s| s.achieved).fold(0.0, f64::max);
+    let saturation_measured = trusted.iter().any(|s| s.saturated);
+    let load = saturation_rps * service_mean;
+    let concurrency = if saturation_measured { load.round() } else { load.ceil() }.clamp(1.0, 100_000.0) as u32;
+    Some(Calibration {
+        service_mean,
+        service_cv,
+        concurrency,
+        saturation_rps,
+        saturation_measured,
+        base_step: base.step,
+    })
+}
+
+/// The model's answer for one step beside the measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    pub step: u32,
+    pub offered: f64,
+    /// ρ = λ·m / c.
+    pub utilization: f64,
+    /// `None` where the model says the queue grows without bound (ρ ≥ 1).
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub measured_p50: Option<f64>,
+    pub measured_p99: Option<f64>,
+    /// (predicted − measured) / measured.
+    pub error_p50: Option<f64>,
+    pub error_p99: Option<f64>,
+    /// Counted in [`Check::mape_p99`]: trusted, not saturated, below ρ = 0.8.
+    pub counted: bool,
+}
+
+/// Every step predicted, and the error summarised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub calibration: Calibration,
+    pub predictions: Vec<Prediction>,
+    /// Mean absolute percentage error of p99 over the counted steps, as a fraction.
+    pub mape_p99: Option<f64>,
+    /// The largest absolute p99 error among them.
+    pub worst_p99: Option<f64>,
+}
+
+/// Steps below this utilisation count toward the error.
+pub const COUNTED_BELOW_UTILIZATION: f64 = 0.8;
+
+pub fn check(steps: &[Step]) -> Option<Check> {
+    let calibration = calibrate(steps)?;
+    let predictions: Vec<Prediction> = steps
+        .iter()
+        .map(|s| {
+            let c = calibration.concurrency;
+            let utilization = s.offered * calibration.service_mean / f64::from(c);
+            let queue = Queue::new(s.offered, calibration.service_mean, calibration.service_cv, c);
+            let p50 = queue.as_ref().map(|q| q.quantile(0.5));
+            let p99 = queue.as_ref().map(|q| q.quantile(0.99));
+            let error = |p: Option<f64>, m: Option<f64>| match (p, m) {
+                (Some(p), Some(m)) if m > 0.0 => Some((p - m) / m),
+                _ => None,
+            };
+            let error_p99 = error(p99, s.p99);
+            Prediction {
+                step: s.step,
+                offered: s.offered,
+                utilization,
+                p50,
+                p99,
+                measured_p50: s.p50,
+                measured_p99: s.p99,
+                error_p50: error(p50, s.p50),
+                error_p99,
+                counted: s.trusted()
+                    && !s.saturated
+                    && utilization < COUNTED_BELOW_UTILIZATION
+                    && error_p99.is_some()
+                    && s.step != calibration.base_step,
+            }
+        })
+        .collect();
+    let counted: Vec<f64> =
+        predictions.iter().filter(|p| p.counted).filter_map(|p| p.error_p99).map(f64::abs).collect();
+    let mape_p99 = (!counted.is_empty()).then(|| counted.iter().sum::<f64>() / counted.len() as f64);
+    let worst_p99 = counted.iter().copied().reduce(f64::max);
+    Some(Check { calibration, predictions, mape_p99, worst_p99 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(step: u32, offered: f64, achieved: f64, mean: f64, p99: f64, saturated: bool) -> Step {
+        Step {
+            step,
+            offered,
+            achieved,
+            mean: Some(mean),
+            p50: Some(mean * 0.9),
+            p99: Some(p99),
+            cv: Some(0.5),
+            error_rate: 0.0,
+            saturated,
+            client_limited: false,
+        }
+    }
+
+    #[test]
+    fn concurrency_comes_from_the_saturation_throughput() {
+        // 10 ms per request, 400/s at most: four at once.
+        let steps = [
+            step(1, 10.0, 10.0, 0.010, 0.020, false),
+            step(2, 200.0, 200.0, 0.011, 0.025, false),
+            step(3, 800.0, 400.0, 0.5, 2.0, true),
+        ];
+        let cal = calibrate(&steps).unwrap();
+        assert_eq!(cal.concurrency, 4);
+        assert!(cal.saturation_measured);
+        assert_eq!((cal.service_mean, cal.service_cv, cal.base_step), (0.010, 0.5, 1));
+        let check = check(&steps).unwrap();
+        assert!(check.predictions[2].p99.is_none(), "800/s on four 10 ms servers is unstable");
+        assert!((check.predictions[1].utilization - 0.5).abs() < 1e-12);
+        assert!(check.predictions[1].counted && !check.predictions[0].counted && !check.predictions[2].counted);
+        assert_eq!(check.mape_p99, check.predictions[1].error_p99.map(f64::abs));
+    }
+
+    #[test]
+    fn a_client_limited_step_is_not_trusted_and_no_saturation_is_a_lower_bound() {
+        let mut limited = step(1, 5.0, 5.0, 0.001, 0.002, false);
+        limited.client_limited = true;
+        let steps = [limited, step(2, 50.0, 50.0, 0.010, 0.03, false), step(3, 100.0, 100.0, 0.010, 0.03, false)];
+        let cal = calibrate(&steps).unwrap();
+        assert_eq!(cal.base_step, 2, "the client-limited step is skipped");
+        assert!(!cal.saturation_measured);
+        assert_eq!(cal.concurrency, 1, "ceil(100 × 0.010) = 1: at least one");
+        assert!(calibrate(&steps[..1]).is_none());
+    }
+
+    #[test]
+    fn the_model_matches_a_queue_it_describes() {
+        // Measurements that are the model's own predictions give zero error.
+        let (mean, cv, c) = (0.004, 0.5, 2);
+        let q = |rate: f64| Queue::new(rate, mean, cv, c).unwrap();
+        let base = Step { cv: Some(cv), ..step(1, 1e-9, 1e-9, mean, q(1e-9).quantile(0.99), false) };
+        let mid = Step { p99: Some(q(250.0).quantile(0.99)), ..step(2, 250.0, 250.0, 0.0045, 0.0, false) };
+        let top = step(3, 600.0, 500.0, 0.1, 1.0, true);
+        let check = check(&[base, mid, top]).unwrap();
+        assert_eq!(check.calibration.concurrency, 2);
+        assert!(check.mape_p99.unwrap() < 1e-9, "{check:?}");
+    }
+}
