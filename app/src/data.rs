@@ -54,9 +54,11 @@ pub struct MeasuredService {
 }
 
 impl MeasuredService {
-    /// Requests per second one replica completes when always busy: c ÷ mean service time.
+    /// Requests per second one replica completes when always busy: c ÷ mean service time, but
+    /// never more than the load test saw it complete (a rate limit or a shared bottleneck can
+    /// cap a service below what its latency alone suggests).
     pub fn throughput_rps(&self) -> f64 {
-        f64::from(self.concurrency) / self.service_mean_s
+        (f64::from(self.concurrency) / self.service_mean_s).min(self.saturation_rps)
     }
 
     /// `digits at http://10.0.0.5:8080`.

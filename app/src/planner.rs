@@ -565,6 +565,12 @@ fn SpreadField(form: Form, key: &'static str, value: Signal<Option<f64>>, show: 
     view! { <NumberField form key live_hint=Signal::derive(move || range().unwrap_or_default())/> }
 }
 
+/// A positive figure to three significant digits, as a field's text (0.0423, 12.5, 1250).
+fn significant(x: f64) -> String {
+    let decimals = (2 - x.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    format!("{x:.decimals$}")
+}
+
 /// Picks a service the endpoint suite measured: its throughput per replica, concurrency and
 /// service-time variation fill the fields below.
 #[component]
@@ -573,7 +579,7 @@ fn ServicePicker(form: Form, services: Signal<Vec<MeasuredService>>) -> impl Int
     let pick = move |id: String| {
         service.set(id.clone());
         if let Some(m) = services.get_untracked().into_iter().find(|m| m.run_id == id) {
-            form.signal("throughput").set(format!("{:.1}", m.throughput_rps()));
+            form.signal("throughput").set(significant(m.throughput_rps()));
             form.signal("concurrency").set(m.concurrency.to_string());
             form.signal("cv").set(format!("{:.2}", m.service_cv));
             form.signal("node").set(String::new());
@@ -608,6 +614,9 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
     let pick = move |id: String| {
         node.set(id.clone());
         if let Some(n) = nodes.get_untracked().into_iter().find(|n| n.node_id == id) {
+            // The reference model is not a measured service of yours: one at a time.
+            form.signal("service").set(String::new());
+            form.signal("concurrency").set("1".into());
             if let Some(t) = n.best_throughput_rps {
                 form.signal("throughput").set(format!("{t:.0}"));
             }
@@ -784,6 +793,10 @@ mod tests {
                 mape_p99: Some(0.12),
             };
             assert!((service.throughput_rps() - 100.0).abs() < 1e-9);
+            assert_eq!(
+                (significant(0.04237), significant(12.54), significant(1250.4)),
+                ("0.0424".into(), "12.5".into(), "1250".into())
+            );
             // 1,000/s (2,628M a month) with a p99 of 200 ms: replicas of 4 servers of 40 ms.
             let f = form(&[
                 ("derive", "1"),

@@ -149,12 +149,14 @@ pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
 
 /// Measured and predicted p99 latency against the offered rate of an endpoint run.
 pub fn endpoint_chart(check: &endpoint::Check) -> Option<String> {
-    let measured: Vec<(f64, f64)> =
-        check.predictions.iter().filter_map(|p| Some((p.offered, p.measured_p99?))).collect();
+    // In order of load: a sweep's last step sits between two earlier ones.
+    let mut by_rate: Vec<&endpoint::Prediction> = check.predictions.iter().collect();
+    by_rate.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+    let measured: Vec<(f64, f64)> = by_rate.iter().filter_map(|p| Some((p.offered, p.measured_p99?))).collect();
     if measured.len() < 2 {
         return None;
     }
-    let predicted: Vec<(f64, f64)> = check.predictions.iter().filter_map(|p| Some((p.offered, p.p99?))).collect();
+    let predicted: Vec<(f64, f64)> = by_rate.iter().filter_map(|p| Some((p.offered, p.p99?))).collect();
     let mut chart = LineChart::new(
         "P99 latency vs offered load: measured and M/G/c",
         "offered requests per second (log)",

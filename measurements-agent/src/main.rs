@@ -140,6 +140,18 @@ impl EndpointArgs {
             _ => {}
         }
         anyhow::ensure!((1..=100_000).contains(&self.max_in_flight), "--max-in-flight must be 1 to 100000");
+        anyhow::ensure!(self.rates.len() <= 32, "--rates takes at most 32 rates");
+        anyhow::ensure!(
+            parsed.query().is_none() || protocol == endpoint::protocol::Protocol::HttpJson,
+            "--target for {} is the server's base URL, without a query",
+            protocol.as_str()
+        );
+        let slo = self.slo.unwrap_or_default();
+        anyhow::ensure!(
+            protocol.is_llm() || (slo.ttft.is_none() && slo.itl.is_none()),
+            "--slo ttft= and itl= are for openai-chat and openai-completions; {} has no tokens",
+            protocol.as_str()
+        );
         anyhow::ensure!((1..=1_000_000).contains(&self.max_tokens), "--max-tokens must be 1 to 1000000");
         let input = match &self.input {
             Some(path) => {
@@ -149,7 +161,8 @@ impl EndpointArgs {
             }
             None => None,
         };
-        let authorization = std::env::var("HEADROOM_ENDPOINT_AUTHORIZATION").ok().filter(|v| !v.is_empty());
+        let authorization =
+            std::env::var("HEADROOM_ENDPOINT_AUTHORIZATION").ok().filter(|v| !v.is_empty()).map(endpoint::Secret);
         Ok(Some(endpoint::Config {
             target,
             protocol,
@@ -170,7 +183,7 @@ impl EndpointArgs {
             max_in_flight: self.max_in_flight,
             timeout: self.timeout,
             max_send_lag: self.max_send_lag,
-            slo: self.slo.unwrap_or_default(),
+            slo,
             seed: self.seed,
         }))
     }

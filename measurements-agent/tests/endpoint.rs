@@ -78,17 +78,18 @@ fn mlserver(root: &Path) -> (Running, String) {
         "parallel_workers": 0, "debug": false,
     });
     std::fs::write(root.join("settings.json"), settings.to_string()).unwrap();
-    let child = Command::new(servers().join("mlserver/bin/mlserver"))
-        .arg("start")
-        .arg(root)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut running = Running(child);
+    let mut command = Command::new(servers().join("mlserver/bin/mlserver"));
+    command.arg("start").arg(root);
     let url = format!("http://127.0.0.1:{http}");
-    wait_ready(&format!("{url}/v2/models/digits/ready"), &mut running);
-    (running, url)
+    (start(command, &format!("{url}/v2/models/digits/ready")), url)
+}
+
+/// Starts a server quietly and waits until `ready` answers 2xx.
+fn start(mut command: Command, ready: &str) -> Running {
+    let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut running = Running(child);
+    wait_ready(ready, &mut running);
+    running
 }
 
 fn agent(args: &[&str], spool: &Path) -> Output {
@@ -294,18 +295,11 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
 fn mock_llm(ttft_ms: u32, itl_ms: u32, tokens: u32) -> (Running, String) {
     let port = free_port();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/endpoint-servers/mock_llm.py");
-    let child = Command::new(servers().join("guidellm/bin/python"))
-        .arg(script)
-        .args([port.to_string(), ttft_ms.to_string(), itl_ms.to_string(), tokens.to_string()])
-        .env("HF_HUB_OFFLINE", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut running = Running(child);
+    let mut command = Command::new(servers().join("guidellm/bin/python"));
+    command.arg(script).args([port.to_string(), ttft_ms.to_string(), itl_ms.to_string(), tokens.to_string()]);
+    command.env("HF_HUB_OFFLINE", "1");
     let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&format!("{url}/v1/models"), &mut running);
-    (running, url)
+    (start(command, &format!("{url}/v1/models")), url)
 }
 
 #[test]
@@ -402,10 +396,10 @@ fn bad_targets_and_arguments_are_named_and_failures_are_counted() {
 
     // A target that answers 500, and one whose stream breaks: failures counted, runs stored.
     let port = free_port();
-    let child = Command::new("python3").args(["-c", FAULTY, &port.to_string()]).spawn().unwrap();
-    let mut faulty = Running(child);
+    let mut command = Command::new("python3");
+    command.args(["-c", FAULTY, &port.to_string()]);
     let base = format!("http://127.0.0.1:{port}");
-    wait_ready(&base, &mut faulty);
+    let _faulty = start(command, &base);
     let out = agent(
         &["run", "endpoint", "--target", &format!("{base}/infer"), "--protocol", "http-json", "--input", body]
             .iter()

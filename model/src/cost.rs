@@ -240,8 +240,11 @@ pub fn capacity_cost(input: &CapacityInput) -> Result<CapacityCost, ModelError> 
         ));
     }
     let by_utilization = (load.ceil() as u32).max(1);
-    if input.concurrency == 0 || input.concurrency > MAX_REPLICAS {
-        return Err(crate::FieldError::new("concurrency", format!("must be 1 to {MAX_REPLICAS}")));
+    if input.concurrency == 0 || input.concurrency > crate::endpoint::MAX_CONCURRENCY {
+        return Err(crate::FieldError::new(
+            "concurrency",
+            format!("must be 1 to {}", crate::endpoint::MAX_CONCURRENCY),
+        ));
     }
     let concurrency = input.concurrency;
     // Each replica is `concurrency` servers, each taking this long per request.
@@ -264,6 +267,13 @@ pub fn capacity_cost(input: &CapacityInput) -> Result<CapacityCost, ModelError> 
     };
     let floor = input.min_replicas.max(1);
     let replicas = floor.max(by_utilization).max(by_slo);
+    // The latency below is a queue of replicas × concurrency servers: keep it computable.
+    if u64::from(replicas) * u64::from(concurrency) > u64::from(MAX_REPLICAS) {
+        return Err(crate::FieldError::new(
+            "concurrency",
+            format!("replicas × requests at once above {MAX_REPLICAS} servers: more than this model sizes"),
+        ));
+    }
     let sized_by = if by_slo > by_utilization.max(floor) {
         SizedBy::LatencySlo
     } else if by_utilization < floor || load < 1.0 {
@@ -272,7 +282,7 @@ pub fn capacity_cost(input: &CapacityInput) -> Result<CapacityCost, ModelError> 
         SizedBy::Utilization
     };
     let latency_at_quantile_s = input.slo.and_then(|slo| {
-        Queue::new(rate, service_mean, slo.service_time_cv, replicas.saturating_mul(concurrency))
+        Queue::new(rate, service_mean, slo.service_time_cv, replicas * concurrency)
             .map(|q| Seconds(q.quantile(slo.quantile)))
     });
     let utilization = rate / (throughput * f64::from(replicas));

@@ -38,7 +38,13 @@ impl Step {
     }
 }
 
-/// The steps of an endpoint run, in order. Measurements of other suites are ignored.
+/// Steps read from one run: a sweep takes at most 13; more would only be work for a page.
+pub const MAX_STEPS: usize = 64;
+/// The highest concurrency calibrated (c of M/G/c costs O(c) per prediction).
+pub const MAX_CONCURRENCY: u32 = 4096;
+
+/// The steps of an endpoint run, in order (the first [`MAX_STEPS`]). Measurements of other
+/// suites are ignored.
 pub fn steps(measurements: &[Measurement]) -> Vec<Step> {
     let mut by_step: BTreeMap<u32, Vec<&Measurement>> = BTreeMap::new();
     for m in measurements.iter().filter(|m| m.suite == Suite::Endpoint) {
@@ -67,6 +73,7 @@ pub fn steps(measurements: &[Measurement]) -> Vec<Step> {
                 client_limited: flag("client_limited"),
             })
         })
+        .take(MAX_STEPS)
         .collect()
 }
 
@@ -91,14 +98,19 @@ pub struct Calibration {
 /// Calibrates on the trusted steps; `None` without a trusted step that succeeded.
 pub fn calibrate(steps: &[Step]) -> Option<Calibration> {
     let trusted: Vec<&Step> = steps.iter().filter(|s| s.trusted()).collect();
-    let base =
-        trusted.iter().filter(|s| s.mean.is_some_and(|m| m > 0.0)).min_by(|a, b| a.offered.total_cmp(&b.offered))?;
+    // The service time comes from a step that kept up without errors, when there is one.
+    let timed = || trusted.iter().filter(|s| s.mean.is_some_and(|m| m > 0.0));
+    let base = timed()
+        .filter(|s| !s.saturated && s.error_rate <= 0.01)
+        .min_by(|a, b| a.offered.total_cmp(&b.offered))
+        .or_else(|| timed().min_by(|a, b| a.offered.total_cmp(&b.offered)))?;
     let service_mean = base.mean?;
     let service_cv = base.cv.unwrap_or(1.0).clamp(0.05, 5.0);
     let saturation_rps = trusted.iter().map(|s| s.achieved).fold(0.0, f64::max);
     let saturation_measured = trusted.iter().any(|s| s.saturated);
     let load = saturation_rps * service_mean;
-    let concurrency = if saturation_measured { load.round() } else { load.ceil() }.clamp(1.0, 100_000.0) as u32;
+    let concurrency =
+        if saturation_measured { load.round() } else { load.ceil() }.clamp(1.0, f64::from(MAX_CONCURRENCY)) as u32;
     Some(Calibration {
         service_mean,
         service_cv,

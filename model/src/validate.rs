@@ -18,7 +18,7 @@ pub const MAX_TEXT: usize = 256;
 pub const MAX_HISTOGRAM: usize = 64 * 1024;
 /// At most this many histograms in one run (an endpoint sweep stores a few dozen). The server
 /// decodes each to check it, about 250 KiB of counts at the widest accepted range.
-pub const MAX_HISTOGRAMS: usize = 1024;
+pub const MAX_HISTOGRAMS: usize = 256;
 
 /// A rejected field and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

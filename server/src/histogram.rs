@@ -20,6 +20,8 @@ const MAX_INFLATED: usize = 1 << 20;
 const MAX_DIGITS: u32 = 3;
 /// Highest trackable value accepted, in nanoseconds (about 18 minutes).
 const MAX_HIGHEST: u64 = 1 << 40;
+/// The encoded histograms of one run together, in base64 characters.
+const MAX_RUN_HISTOGRAM_BYTES: usize = 4 << 20;
 /// The uncompressed header: cookie, payload length, normalising offset, digits, lowest,
 /// highest, integer-to-double ratio.
 const HEADER: usize = 40;
@@ -32,34 +34,58 @@ pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
     if word(&bytes, 0) != Some(V2_COMPRESSED_COOKIE) {
         return Err("not an HdrHistogram V2 compressed encoding".into());
     }
-    if word(&bytes, 4).map(|n| n as usize) != Some(bytes.len() - 8) {
+    if bytes.len() < 8 || word(&bytes, 4).map(|n| n as usize) != Some(bytes.len() - 8) {
         return Err("compressed length does not match the data".into());
     }
-    let mut inflated = Vec::new();
-    flate2::read::ZlibDecoder::new(&bytes[8..])
-        .take(MAX_INFLATED as u64 + 1)
-        .read_to_end(&mut inflated)
-        .map_err(|e| format!("does not inflate: {e}"))?;
-    if inflated.len() > MAX_INFLATED {
-        return Err(format!("inflates to more than {MAX_INFLATED} bytes"));
-    }
-    if word(&inflated, 0) != Some(V2_COOKIE) || inflated.len() < HEADER {
+    // The header first: it bounds what the rest may inflate to.
+    let mut inflater = flate2::read::ZlibDecoder::new(&bytes[8..]);
+    let mut inflated = vec![0u8; HEADER];
+    inflater.read_exact(&mut inflated).map_err(|_| "not an HdrHistogram V2 encoding inside".to_string())?;
+    if word(&inflated, 0) != Some(V2_COOKIE) {
         return Err("not an HdrHistogram V2 encoding inside".into());
     }
-    if word(&inflated, 4).map(|n| n as usize) != Some(inflated.len() - HEADER) {
-        return Err("payload length does not match the data".into());
-    }
-    if word(&inflated, 12).is_none_or(|digits| digits > MAX_DIGITS) {
+    let digits = word(&inflated, 12).unwrap_or(u32::MAX);
+    if digits > MAX_DIGITS {
         return Err(format!("more than {MAX_DIGITS} significant digits"));
     }
-    if long(&inflated, 24).is_none_or(|highest| highest > MAX_HIGHEST) {
-        return Err(format!("highest trackable value above {MAX_HIGHEST} ns"));
+    let (lowest, highest) = (long(&inflated, 16).unwrap_or(0), long(&inflated, 24).unwrap_or(u64::MAX));
+    if highest > MAX_HIGHEST || lowest == 0 || highest < lowest.saturating_mul(2) {
+        return Err(format!("trackable range must be within 1 to {MAX_HIGHEST} ns"));
+    }
+    // Each count takes at most 9 bytes, so a longer payload is not a histogram of this range.
+    let payload = word(&inflated, 4).unwrap_or(u32::MAX) as usize;
+    let most = 9 * counts_len(lowest, highest, digits);
+    if payload > most.min(MAX_INFLATED) {
+        return Err(format!("payload of {payload} bytes is longer than {most} for this range"));
+    }
+    inflater.take(payload as u64 + 1).read_to_end(&mut inflated).map_err(|e| format!("does not inflate: {e}"))?;
+    if inflated.len() != HEADER + payload {
+        return Err("payload length does not match the data".into());
     }
     Deserializer::new().deserialize(&mut &inflated[..]).map_err(|e| format!("does not decode: {e:?}"))
 }
 
+/// How many counts a histogram of this range and precision holds (HdrHistogram's layout).
+fn counts_len(lowest: u64, highest: u64, digits: u32) -> usize {
+    let largest_single_unit = 2 * 10u64.pow(digits);
+    let magnitude = (largest_single_unit as f64).log2().ceil() as u32;
+    let sub_bucket_count = 1u64 << magnitude.max(1);
+    let unit_magnitude = 63 - lowest.leading_zeros();
+    let mut smallest_untrackable = sub_bucket_count << unit_magnitude;
+    let mut buckets = 1;
+    while smallest_untrackable <= highest && smallest_untrackable <= u64::MAX / 2 {
+        smallest_untrackable <<= 1;
+        buckets += 1;
+    }
+    ((buckets + 1) * (sub_bucket_count / 2)) as usize
+}
+
 /// Every histogram of `run` decodes and holds exactly as many samples as its statistics say.
 pub fn check(run: &RunUpload) -> Result<(), FieldError> {
+    let texts: usize = run.measurements.iter().filter_map(|m| m.histogram.as_ref()).map(String::len).sum();
+    if texts > MAX_RUN_HISTOGRAM_BYTES {
+        return Err(FieldError::new("measurements", format!("histograms over {MAX_RUN_HISTOGRAM_BYTES} bytes in all")));
+    }
     for (i, m) in run.measurements.iter().enumerate() {
         let Some(text) = &m.histogram else { continue };
         let field = format!("measurements[{i}].histogram");
@@ -104,14 +130,18 @@ mod tests {
         let too_precise = Histogram::<u64>::new_with_bounds(1, 1000, 5).unwrap();
         assert!(decode(&encode(&too_precise)).unwrap_err().contains("significant digits"));
         let too_high = Histogram::<u64>::new_with_bounds(1, u64::MAX / 4, 2).unwrap();
-        assert!(decode(&encode(&too_high)).unwrap_err().contains("highest trackable"));
+        assert!(decode(&encode(&too_high)).unwrap_err().contains("trackable range"));
         assert!(decode("SElTVEZBQUFB").unwrap_err().contains("V2 compressed"));
         assert!(decode("!!").unwrap_err().contains("base64"));
         // A valid header that claims a 4 GiB payload inside.
         let mut inner = Vec::new();
         inner.extend_from_slice(&V2_COOKIE.to_be_bytes());
         inner.extend_from_slice(&u32::MAX.to_be_bytes());
-        inner.extend_from_slice(&[0; 32]);
+        inner.extend_from_slice(&0u32.to_be_bytes());
+        inner.extend_from_slice(&3u32.to_be_bytes());
+        inner.extend_from_slice(&1u64.to_be_bytes());
+        inner.extend_from_slice(&(1u64 << 30).to_be_bytes());
+        inner.extend_from_slice(&1f64.to_be_bytes());
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         std::io::Write::write_all(&mut z, &inner).unwrap();
         let z = z.finish().unwrap();
@@ -119,6 +149,36 @@ mod tests {
         outer.extend_from_slice(&(z.len() as u32).to_be_bytes());
         outer.extend_from_slice(&z);
         let text = base64::engine::general_purpose::STANDARD.encode(outer);
-        assert!(decode(&text).unwrap_err().contains("payload length"));
+        assert!(decode(&text).unwrap_err().contains("is longer than"), "{}", decode(&text).unwrap_err());
+        // A megabyte of zeros behind a valid header (a 1000:1 zip bomb): refused by length.
+        let mut inner = Vec::new();
+        inner.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        inner.extend_from_slice(&(1u32 << 20).to_be_bytes());
+        inner.extend_from_slice(&0u32.to_be_bytes());
+        inner.extend_from_slice(&3u32.to_be_bytes());
+        inner.extend_from_slice(&1u64.to_be_bytes());
+        inner.extend_from_slice(&(1u64 << 40).to_be_bytes());
+        inner.extend_from_slice(&1f64.to_be_bytes());
+        inner.resize(40 + (1 << 20), 0);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut z, &inner).unwrap();
+        let z = z.finish().unwrap();
+        assert!(z.len() < 4096, "the bomb is small: {}", z.len());
+        let mut outer = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+        outer.extend_from_slice(&(z.len() as u32).to_be_bytes());
+        outer.extend_from_slice(&z);
+        let text = base64::engine::general_purpose::STANDARD.encode(outer);
+        assert!(decode(&text).unwrap_err().contains("is longer than"));
+        assert!(decode("HISTFA").is_err() && decode("HISTFAAA").is_err(), "short inputs are refused, not underflowed");
+    }
+
+    #[test]
+    fn counts_len_is_the_librarys() {
+        for (lowest, highest, digits) in
+            [(1, 1_000_000_000_000, 3), (1, 1 << 40, 2), (1000, 1 << 30, 3), (1, 1 << 20, 1)]
+        {
+            let h = Histogram::<u64>::new_with_bounds(lowest, highest, digits as u8).unwrap();
+            assert_eq!(counts_len(lowest, highest, digits), h.distinct_values(), "{lowest} {highest} {digits}");
+        }
     }
 }

@@ -38,7 +38,14 @@ pub fn decode_json(bytes: &[u8]) -> Result<RunUpload, ApiError> {
 /// [`proto::decode_upload`]) returned and so validated.
 pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Door) -> Result<IngestAck, ApiError> {
     debug_assert_eq!(run.validate(), Ok(()), "ingest is given decoded, valid runs");
-    if let Err(err) = crate::histogram::check(&run) {
+    // Decoding is CPU work: off the async workers.
+    let (run, checked) = tokio::task::spawn_blocking(move || {
+        let checked = crate::histogram::check(&run);
+        (run, checked)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.into()))?;
+    if let Err(err) = checked {
         rejected(door);
         return Err(err.into());
     }

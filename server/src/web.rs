@@ -155,7 +155,8 @@ impl Backend for WebBackend {
         self.answer(headers, Role::Viewer, move |store, _| async move {
             let id =
                 Uuid::parse_str(&run_id).map_err(|_| ApiError::BadRequest(format!("'{run_id}' is not a run id")))?;
-            let detail = store.get_run(id).await?.ok_or_else(|| ApiError::NotFound(format!("no run {run_id}")))?;
+            let detail =
+                store.get_run_figures(id).await?.ok_or_else(|| ApiError::NotFound(format!("no run {run_id}")))?;
             let filter = RunFilter { node: Some(detail.run.node_id.clone()), limit: NODE_RUNS, ..RunFilter::default() };
             let node_runs = store.list_runs(&filter).await?;
             let mut trends = Vec::new();
@@ -163,7 +164,7 @@ impl Backend for WebBackend {
                 let mut points = Vec::new();
                 let mut label = None;
                 for run in node_runs.iter().filter(|r| r.suites.contains(&suite)).rev() {
-                    let Some(other) = store.get_run(run.run_id).await? else { continue };
+                    let Some(other) = store.get_run_figures(run.run_id).await? else { continue };
                     if let Some((name, unit, value)) = measured::headline(suite, &other.measurements) {
                         label = Some((name, unit));
                         points.push(TrendPoint {
@@ -366,11 +367,11 @@ fn price_view(r: prices::PriceRow) -> PriceRowView {
 /// Each node with its newest run that has `suite`.
 /// Services the endpoint suite measured, newest run first, each calibrated by the model.
 async fn measured_services(store: &Store) -> Result<Vec<MeasuredService>, ApiError> {
-    const SERVICES: u32 = 20;
+    const SERVICES: u32 = 10;
     let filter = RunFilter { suite: Some(Suite::Endpoint), limit: SERVICES, ..RunFilter::default() };
     let mut services = Vec::new();
     for run in store.list_runs(&filter).await? {
-        let Some(detail) = store.get_run(run.run_id).await? else { continue };
+        let Some(detail) = store.get_run_figures(run.run_id).await? else { continue };
         let Some(check) = model::endpoint::check(&model::endpoint::steps(&detail.measurements)) else { continue };
         let first = detail.measurements.iter().find(|m| m.suite == Suite::Endpoint);
         let param = |key: &str| first.and_then(|m| m.parameters.get(key).cloned());
@@ -399,7 +400,7 @@ async fn latest_with_suite(store: &Store, suite: Suite) -> Result<Vec<(NodeSumma
         let filter =
             RunFilter { node: Some(node.node_id.clone()), suite: Some(suite), limit: 1, ..RunFilter::default() };
         let Some(run) = store.list_runs(&filter).await?.into_iter().next() else { continue };
-        if let Some(detail) = store.get_run(run.run_id).await? {
+        if let Some(detail) = store.get_run_figures(run.run_id).await? {
             out.push((node, detail));
         }
     }

@@ -41,7 +41,7 @@ pub struct Config {
     pub protocol: Protocol,
     pub options: TargetOptions,
     /// The Authorization header value (from the environment; never stored or printed).
-    pub authorization: Option<String>,
+    pub authorization: Option<Secret>,
     /// Fixed rates per second; empty with `sweep`.
     pub rates: Vec<f64>,
     pub sweep: bool,
@@ -54,6 +54,16 @@ pub struct Config {
     pub max_send_lag: Duration,
     pub slo: Slo,
     pub seed: Option<u64>,
+}
+
+/// A header value that never shows in a log or a `{:?}`.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
 }
 
 /// Per-request service-level objectives; goodput counts the requests that meet all of them.
@@ -149,7 +159,8 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
 
 /// The target's URL as stored: scheme, host, port and path; never credentials or a query.
 pub fn public_url(url: &str) -> anyhow::Result<String> {
-    let parsed = reqwest::Url::parse(url).with_context(|| format!("--target '{url}' is not a URL"))?;
+    // The error does not repeat the URL: it may hold a secret.
+    let parsed = reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("--target is not a URL: {e}"))?;
     anyhow::ensure!(
         matches!(parsed.scheme(), "http" | "https"),
         "--target must be an http:// or https:// URL, not '{}'",
@@ -179,7 +190,8 @@ impl Benchmark for EndpointSuite {
             .thread_name("endpoint-client")
             .enable_all()
             .build()?;
-        let client = Arc::new(Client::new(config.timeout, config.max_in_flight, config.authorization.clone())?);
+        let authorization = config.authorization.as_ref().map(|s| s.0.clone());
+        let client = Arc::new(Client::new(config.timeout, config.max_in_flight, authorization)?);
         let prepared =
             runtime.block_on(protocol::prepare(&client, &config.target, config.protocol, &config.options))?;
         let target = Arc::new(prepared);
@@ -197,7 +209,7 @@ impl Benchmark for EndpointSuite {
         progress(&format!(
             "endpoint {public} ({}{}): one request alone takes {:.2} ms",
             config.protocol.as_str(),
-            target.model.as_deref().map(|m| format!(", model {m}")).unwrap_or_default(),
+            target.model.as_deref().map(|m| format!(", model {}", clean(m))).unwrap_or_default(),
             probe.as_secs_f64() * 1e3
         ));
 
@@ -210,7 +222,7 @@ impl Benchmark for EndpointSuite {
             [("model", &target.model), ("model_version", &target.model_version), ("server", &target.server)]
         {
             if let Some(value) = value {
-                base.insert(key.to_string(), value.chars().take(200).collect());
+                base.insert(key.to_string(), clean(value));
             }
         }
         if config.slo.is_set() {
@@ -220,11 +232,10 @@ impl Benchmark for EndpointSuite {
         let run_step = |rate: f64, rng: &mut Rng| -> anyhow::Result<Step> {
             let span = (warmup + duration).as_secs_f64();
             let offsets = config.arrivals.schedule(rate, span, rng);
-            anyhow::ensure!(!offsets.is_empty(), "no request falls in a step at {rate}/s: raise --rates or --duration");
-            let give_up = config.timeout + Duration::from_secs(30);
-            let ran = load::run(&runtime, &client, &target, &offsets, config.max_in_flight, give_up)?;
+            let ran = load::run(&runtime, &client, &target, &offsets, config.max_in_flight, config.timeout, workers);
             let window = match &config.arrivals {
-                Arrivals::Trace(_) => (0.0, offsets.last().copied().unwrap_or(0.0).max(1e-3)),
+                // The whole trace, its last request included.
+                Arrivals::Trace(_) => (0.0, offsets.last().copied().unwrap_or(0.0).max(1e-3) + 1e-9),
                 _ => (warmup.as_secs_f64(), span),
             };
             Ok(Step::summarise(rate, window, &ran, &config.slo, config.protocol.is_llm(), config.max_send_lag))
@@ -239,12 +250,14 @@ impl Benchmark for EndpointSuite {
             report(&step, &steps, progress);
             steps.push(step);
         } else if config.sweep {
-            // Start where one request in ten finds the service busy, then double.
-            let mut rate = round2(0.1 / probe.as_secs_f64().max(1e-6)).clamp(0.2, 2000.0);
+            // Start where one request in ten finds the service busy (and with at least 20
+            // requests in the step), then double.
+            let enough = 20.0 / duration.as_secs_f64();
+            let mut rate = round2((0.1 / probe.as_secs_f64().max(1e-6)).max(enough)).clamp(0.2, 2000.0);
             let mut last_good = None;
             while steps.len() < MAX_SWEEP_STEPS {
                 let mut step = run_step(rate, &mut rng)?;
-                step.judge(steps.first());
+                step.judge(steps.iter().find(|s| !s.latency.is_empty()));
                 report(&step, &steps, progress);
                 let stop = step.saturated || step.client_limited;
                 if !stop {
@@ -264,14 +277,14 @@ impl Benchmark for EndpointSuite {
                 && steps.len() < MAX_SWEEP_STEPS
             {
                 let mut step = run_step(round2((good * last.rate).sqrt()), &mut rng)?;
-                step.judge(steps.first());
+                step.judge(steps.iter().find(|s| !s.latency.is_empty()));
                 report(&step, &steps, progress);
                 steps.push(step);
             }
         } else {
             for &rate in &config.rates {
                 let mut step = run_step(rate, &mut rng)?;
-                step.judge(steps.first());
+                step.judge(steps.iter().find(|s| !s.latency.is_empty()));
                 report(&step, &steps, progress);
                 steps.push(step);
             }
@@ -316,6 +329,18 @@ fn probe(
     })
 }
 
+/// Text from the target as a stored parameter: no control characters, at most 200 bytes.
+fn clean(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars().filter(|c| !c.is_control()) {
+        if out.len() + c.len_utf8() > 200 {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn round2(x: f64) -> f64 {
     if x <= 0.0 || !x.is_finite() {
         return x;
@@ -353,10 +378,12 @@ fn seconds_stats(h: &Histogram<u64>) -> Option<Stats> {
     })
 }
 
+/// The histogram as stored; `None` (statistics only) in the unlikely case it is larger than the
+/// server accepts.
 fn encode(h: &Histogram<u64>) -> Option<String> {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new().serialize(h, &mut bytes).ok()?;
-    Some(base64::engine::general_purpose::STANDARD.encode(bytes))
+    Some(base64::engine::general_purpose::STANDARD.encode(bytes)).filter(|t| t.len() <= model::validate::MAX_HISTOGRAM)
 }
 
 /// One step's figures.
@@ -409,19 +436,11 @@ impl Step {
             from_usage: true,
             tokens_per_second: 0.0,
         });
-        let mut last_finish = to;
-        let mut ok = 0u64;
-        let mut good = 0u64;
         for outcome in &measured {
             record(&mut lag, outcome.lag);
             match &outcome.result {
                 Ok(tokens) => {
-                    ok += 1;
                     record(&mut latency, outcome.latency);
-                    last_finish = last_finish.max(outcome.finished);
-                    if slo.met(outcome) {
-                        good += 1;
-                    }
                     if let (Some(figures), Some(tokens)) = (llm_figures.as_mut(), tokens) {
                         if let Some(first) = outcome.first_token {
                             record(&mut figures.ttft, first);
@@ -431,37 +450,58 @@ impl Step {
                         }
                         let (output, from_usage) = tokens.output();
                         figures.from_usage &= from_usage;
-                        figures.output_tokens += output;
-                        figures.input_tokens += tokens.usage.map_or(0, |u| u.1);
-                        if let (Some(first), true) = (outcome.first_token, output > 1) {
-                            record(&mut figures.tpot, (outcome.latency.saturating_sub(first)) / (output - 1) as u32);
+                        figures.output_tokens = figures.output_tokens.saturating_add(output);
+                        figures.input_tokens = figures.input_tokens.saturating_add(tokens.usage.map_or(0, |u| u.1));
+                        let between = u32::try_from(output.saturating_sub(1)).unwrap_or(u32::MAX);
+                        if let (Some(first), true) = (outcome.first_token, between > 0) {
+                            record(&mut figures.tpot, outcome.latency.saturating_sub(first) / between);
                         }
                     }
                 }
-                Err(failure) => *errors.entry(failure.label()).or_default() += 1,
+                Err(failure) => {
+                    // A misbehaving target could answer with any status: a few dozen kinds at most.
+                    let kind = if errors.len() < 32 { failure.label() } else { "other".into() };
+                    *errors.entry(kind).or_default() += 1
+                }
             }
         }
-        // Completions of requests sent in the window, over the time it took to complete them.
-        let elapsed = (last_finish - from).max(window);
+        // Throughput: successful answers that ended in a window as long as the sending window,
+        // shifted by the median latency (whenever they were sent), over its length. A service
+        // that keeps up, however slowly, achieves what was offered; one that does not, its
+        // capacity, since it works through its backlog after the last send.
+        let shift = if latency.is_empty() { 0.0 } else { latency.value_at_quantile(0.5) as f64 * 1e-9 };
+        let (end_from, end_to) = (from + shift, to + shift);
+        let ended: Vec<&Outcome> =
+            ran.outcomes.iter().filter(|o| o.result.is_ok() && o.finished >= end_from && o.finished < end_to).collect();
+        let ok = ended.len() as u64;
+        let good = ended.iter().filter(|o| slo.met(o)).count() as u64;
         if let Some(figures) = llm_figures.as_mut() {
-            figures.tokens_per_second = figures.output_tokens as f64 / elapsed;
+            let tokens: u64 = ended
+                .iter()
+                .filter_map(|o| o.result.as_ref().ok().and_then(Option::as_ref))
+                .map(|t| t.output().0)
+                .fold(0, u64::saturating_add);
+            figures.tokens_per_second = tokens as f64 / window;
         }
         // Behind schedule now and then (a virtual machine's scheduler wakes a sleeping thread a
         // few milliseconds late at p99 even when idle), or behind all the time, or out of CPU.
         let allowed = max_send_lag.as_nanos() as f64;
+        let capped = measured.iter().filter(|o| o.capped).count() as u64;
         let client_limited = lag.value_at_quantile(0.99) as f64 > allowed
             || lag.value_at_quantile(0.5) as f64 > allowed / 10.0
-            || ran.cpu > CLIENT_CPU_LIMIT;
+            || ran.cpu > CLIENT_CPU_LIMIT
+            // Held back by --max-in-flight: the client, not the server, set the pace.
+            || capped as f64 > 0.01 * measured.len() as f64;
         Step {
             rate,
             offered: measured.len() as f64 / window,
-            achieved: ok as f64 / elapsed,
-            goodput: slo.is_set().then(|| good as f64 / elapsed),
+            achieved: ok as f64 / window,
+            goodput: slo.is_set().then(|| good as f64 / window),
             latency,
             lag,
             sent: measured.len() as u64,
             errors,
-            capped: measured.iter().filter(|o| o.capped).count() as u64,
+            capped,
             cpu: ran.cpu,
             client_limited,
             saturated: false,
@@ -581,7 +621,7 @@ impl Step {
             return "no request completed".into();
         }
         let list: Vec<String> = self.errors.iter().map(|(k, n)| format!("{k} × {n}")).collect();
-        format!("no request succeeded: {}", list.join(", "))
+        clean(&format!("no request succeeded: {}", list.join(", ")))
     }
 }
 
@@ -607,6 +647,38 @@ mod tests {
         assert_eq!(public_url("http://user:pw@host:8080/v2/?key=sk-1").unwrap(), "http://host:8080/v2");
         assert!(public_url("ftp://host").is_err());
         assert_eq!(round2(0.1 / 0.0023), 43.0);
+    }
+
+    fn outcome(offset: f64, latency: f64, result: Result<Option<protocol::Tokens>, Failure>) -> Outcome {
+        Outcome {
+            offset,
+            lag: Duration::from_micros(50),
+            capped: false,
+            latency: Duration::from_secs_f64(latency),
+            finished: offset + latency,
+            result,
+            first_token: None,
+            gaps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_slow_service_that_keeps_up_achieves_its_offered_rate() {
+        // 10 requests a second for 5 s, each taking 2 s: the service keeps up, just slowly.
+        let outcomes = (0..50).map(|i| outcome(f64::from(i) * 0.1, 2.0, Ok(None))).collect();
+        let ran = load::Ran { outcomes, cpu: 0.01 };
+        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+        step.judge(None);
+        assert!((step.offered - 10.0).abs() < 1e-9 && (step.achieved - 10.0).abs() < 0.5, "{}", step.line());
+        assert!(!step.saturated && !step.client_limited, "{}", step.line());
+        // Half of them failing is saturation, and the failures are counted by kind.
+        let outcomes = (0..50)
+            .map(|i| outcome(f64::from(i) * 0.1, 0.01, if i % 2 == 0 { Ok(None) } else { Err(Failure::Status(503)) }))
+            .collect();
+        let ran = load::Ran { outcomes, cpu: 0.01 };
+        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+        step.judge(None);
+        assert!(step.saturated && step.errors.get("http_503") == Some(&20), "{:?}", step.errors);
     }
 
     #[test]

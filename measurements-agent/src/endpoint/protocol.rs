@@ -118,13 +118,23 @@ impl Tokens {
 /// A load-test client of one target.
 pub struct Client {
     http: reqwest::Client,
-    authorization: Option<String>,
+    authorization: Option<reqwest::header::HeaderValue>,
 }
 
 impl Client {
     /// `authorization` is sent as the Authorization header on every request and never stored.
     pub fn new(timeout: Duration, pool: usize, authorization: Option<String>) -> anyhow::Result<Client> {
+        let authorization = match authorization {
+            Some(value) => {
+                let mut value = reqwest::header::HeaderValue::from_str(&value)
+                    .map_err(|_| anyhow::anyhow!("HEADROOM_ENDPOINT_AUTHORIZATION is not a valid header value"))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
         let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .pool_max_idle_per_host(pool)
@@ -150,9 +160,21 @@ impl Client {
         }
         // Errors name the URL without credentials or query.
         let shown = super::public_url(url).unwrap_or_else(|_| "the target".into());
-        let response = request.send().await.with_context(|| format!("cannot reach {shown}"))?;
+        let mut response = request
+            .send()
+            .await
+            .map_err(reqwest::Error::without_url)
+            .with_context(|| format!("cannot reach {shown}"))?;
         let status = response.status();
-        let text = response.text().await.with_context(|| format!("reading {shown}"))?;
+        // Metadata is small: a megabyte is ample, and a hostile server gets no further.
+        let mut body = Vec::new();
+        while let Some(chunk) =
+            response.chunk().await.map_err(reqwest::Error::without_url).with_context(|| format!("reading {shown}"))?
+        {
+            body.extend_from_slice(&chunk);
+            anyhow::ensure!(body.len() <= 1 << 20, "{shown} answered more than 1 MiB of metadata");
+        }
+        let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             bail!("{shown} answered {status}: {}", excerpt(&text));
         }
@@ -176,21 +198,32 @@ impl Client {
     }
 }
 
+/// Content events accepted in one completion (a million tokens): a stream longer than that is
+/// not a completion.
+const MAX_EVENTS: usize = 1 << 20;
+
 /// Reads a server-sent-events completion to its `[DONE]`, timing each event with content.
 async fn read_stream(mut response: reqwest::Response, protocol: Protocol) -> Result<Tokens, Failure> {
     let mut tokens = Tokens::default();
     let mut buffer: Vec<u8> = Vec::new();
+    // How much of `buffer` is known to hold no event's end: each byte is searched once.
+    let mut searched = 0;
     let mut done = false;
     while let Some(chunk) = response.chunk().await.map_err(|e| Failure::of(&e))? {
         let now = Instant::now();
         buffer.extend_from_slice(&chunk);
-        while let Some((event, rest)) = split_event(&buffer) {
-            let event = event.to_vec();
-            buffer.drain(..rest);
+        let mut start = 0;
+        while let Some((end, next)) = event_end(&buffer, searched.max(start)) {
+            let event = buffer[start..end].to_vec();
+            start = next;
+            searched = next;
             match parse_event(&event, protocol)? {
                 Event::Done => done = true,
                 Event::Data { content, usage } => {
                     if content {
+                        if tokens.arrivals.len() >= MAX_EVENTS {
+                            return Err(Failure::MalformedStream);
+                        }
                         tokens.arrivals.push(now);
                     }
                     if usage.is_some() {
@@ -200,6 +233,9 @@ async fn read_stream(mut response: reqwest::Response, protocol: Protocol) -> Res
                 Event::Other => {}
             }
         }
+        buffer.drain(..start);
+        // A delimiter may straddle the next chunk: its first three bytes are searched again.
+        searched = buffer.len().saturating_sub(3);
         if buffer.len() > 1 << 20 {
             return Err(Failure::MalformedStream);
         }
@@ -213,15 +249,19 @@ async fn read_stream(mut response: reqwest::Response, protocol: Protocol) -> Res
     Ok(tokens)
 }
 
-/// The first complete event in `buffer` and the bytes it spans with its blank line.
-fn split_event(buffer: &[u8]) -> Option<(&[u8], usize)> {
-    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|at| (at, at + 2));
-    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| (at, at + 4));
-    let (end, next) = match (lf, crlf) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b)?,
-    };
-    Some((&buffer[..end], next))
+/// Where the first event at or after `from` ends: (end of its data, start of the next), at a
+/// blank line of either line ending.
+fn event_end(buffer: &[u8], from: usize) -> Option<(usize, usize)> {
+    (from..buffer.len()).find_map(|i| {
+        let rest = &buffer[i..];
+        if rest.starts_with(b"\n\n") {
+            Some((i, i + 2))
+        } else if rest.starts_with(b"\r\n\r\n") {
+            Some((i, i + 4))
+        } else {
+            None
+        }
+    })
 }
 
 #[derive(Debug, PartialEq)]
@@ -380,8 +420,10 @@ pub fn v2_request(metadata: &Value) -> anyhow::Result<Value> {
          inference request",
     )?;
     let mut tensors = Vec::new();
-    for input in inputs {
+    let mut total = 0i64;
+    for input in inputs.iter().take(1024) {
         let name = input.get("name").and_then(Value::as_str).context("a metadata input has no name")?;
+        anyhow::ensure!(name.len() <= 256, "a metadata input's name is over 256 bytes");
         let datatype = input.get("datatype").and_then(Value::as_str).context("a metadata input has no datatype")?;
         let shape: Vec<i64> = input
             .get("shape")
@@ -391,8 +433,12 @@ pub fn v2_request(metadata: &Value) -> anyhow::Result<Value> {
             .map(|d| d.as_i64().map(|d| if d < 0 { 1 } else { d }))
             .collect::<Option<_>>()
             .context("a metadata shape is not a list of integers")?;
-        let count: i64 = shape.iter().product();
-        anyhow::ensure!((0..=1 << 24).contains(&count), "input {name} has {count} elements: pass --input FILE");
+        let count = shape.iter().try_fold(1i64, |n, d| n.checked_mul(*d)).unwrap_or(i64::MAX);
+        total = total.saturating_add(count);
+        anyhow::ensure!(
+            (0..=1 << 20).contains(&count) && total <= 1 << 20,
+            "the model's inputs hold more than a million elements at batch 1: pass --input FILE"
+        );
         let data: Vec<Value> = (0..count)
             .map(|i| match datatype {
                 "BOOL" => json!(i % 2 == 0),
@@ -413,12 +459,13 @@ mod tests {
     #[test]
     fn sse_events_split_on_either_line_ending_and_parse() {
         let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\r\n\r\n: keep-alive\n\ndata: [DONE]\n\n";
-        let (first, next) = split_event(stream).unwrap();
-        assert_eq!(parse_event(first, Protocol::OpenaiChat), Ok(Event::Data { content: true, usage: None }));
-        let (second, next2) = split_event(&stream[next..]).unwrap();
-        assert_eq!(parse_event(second, Protocol::OpenaiChat), Ok(Event::Other));
-        let (third, _) = split_event(&stream[next + next2..]).unwrap();
-        assert_eq!(parse_event(third, Protocol::OpenaiChat), Ok(Event::Done));
+        let (end, next) = event_end(stream, 0).unwrap();
+        assert_eq!(parse_event(&stream[..end], Protocol::OpenaiChat), Ok(Event::Data { content: true, usage: None }));
+        let (end2, next2) = event_end(stream, next).unwrap();
+        assert_eq!(parse_event(&stream[next..end2], Protocol::OpenaiChat), Ok(Event::Other));
+        let (end3, _) = event_end(stream, next2).unwrap();
+        assert_eq!(parse_event(&stream[next2..end3], Protocol::OpenaiChat), Ok(Event::Done));
+        assert_eq!(event_end(b"data: x\n", 0), None, "no blank line yet");
         let usage = br#"data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":30}}"#;
         assert_eq!(
             parse_event(usage, Protocol::OpenaiCompletions),

@@ -286,8 +286,18 @@ impl Store {
         query.fetch_all(&self.pool).await?.into_iter().map(RunSummary::try_from).collect()
     }
 
-    /// One run with its measurements in upload order.
+    /// One run with its measurements in upload order, histograms included (the API's answer).
     pub async fn get_run(&self, run_id: Uuid) -> anyhow::Result<Option<RunDetail>> {
+        self.get_run_with(run_id, true).await
+    }
+
+    /// One run as the pages read it: without the histograms, which no page draws and which
+    /// would only weigh on the page (and its hydration data).
+    pub async fn get_run_figures(&self, run_id: Uuid) -> anyhow::Result<Option<RunDetail>> {
+        self.get_run_with(run_id, false).await
+    }
+
+    async fn get_run_with(&self, run_id: Uuid, histograms: bool) -> anyhow::Result<Option<RunDetail>> {
         let id = run_id.to_string();
         let row: Option<RunRow> =
             sqlx::query_as(AssertSqlSafe(format!("{RUN_SELECT} FROM runs r {RUN_JOINS} WHERE r.id = $1")))
@@ -295,10 +305,11 @@ impl Store {
                 .fetch_optional(&self.pool)
                 .await?;
         let Some(row) = row else { return Ok(None) };
-        let rows: Vec<MeasurementRow> = sqlx::query_as(
+        let histogram = if histograms { "histogram" } else { "CAST(NULL AS TEXT) AS histogram" };
+        let rows: Vec<MeasurementRow> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, p999, \
-             ci95_low, ci95_high, floor_name, floor_value, histogram FROM measurements WHERE run_id = $1 ORDER BY seq",
-        )
+             ci95_low, ci95_high, floor_name, floor_value, {histogram} FROM measurements WHERE run_id = $1 ORDER BY seq",
+        )))
         .bind(&id)
         .fetch_all(&self.pool)
         .await?;
