@@ -126,9 +126,14 @@ fn acked(run: &RunUpload, ack: IngestAck, door: &'static str) -> Attempt {
 /// Server text as it may be printed: control characters (terminal escapes) removed, and
 /// at most [`MAX_ERROR_BODY`] bytes.
 pub fn printable(text: &str) -> String {
+    printable_within(text, MAX_ERROR_BODY)
+}
+
+/// [`printable`] with at most `most` bytes (cut at a character boundary).
+pub fn printable_within(text: &str, most: usize) -> String {
     let mut out: String = text.chars().filter(|c| !c.is_control() || *c == ' ').collect();
-    if out.len() > MAX_ERROR_BODY {
-        let mut end = MAX_ERROR_BODY;
+    if out.len() > most {
+        let mut end = most;
         while !out.is_char_boundary(end) {
             end -= 1;
         }

@@ -331,14 +331,7 @@ fn probe(
 
 /// Text from the target as a stored parameter: no control characters, at most 200 bytes.
 fn clean(text: &str) -> String {
-    let mut out = String::new();
-    for c in text.chars().filter(|c| !c.is_control()) {
-        if out.len() + c.len_utf8() > 200 {
-            break;
-        }
-        out.push(c);
-    }
-    out
+    crate::upload::printable_within(text, 200)
 }
 
 fn round2(x: f64) -> f64 {

@@ -300,7 +300,7 @@ fn parse_event(event: &[u8], protocol: Protocol) -> Result<Event, Failure> {
 }
 
 fn excerpt(text: &str) -> String {
-    let line: String = text.chars().take(200).filter(|c| !c.is_control()).collect();
+    let line = crate::upload::printable_within(text, 200);
     if line.is_empty() { "(empty)".into() } else { line }
 }
 
