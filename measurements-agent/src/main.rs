@@ -56,13 +56,13 @@ struct EndpointArgs {
     /// full URL to POST to). Credentials go in HEADROOM_ENDPOINT_AUTHORIZATION, never here.
     #[arg(long, help_heading = "Endpoint")]
     target: Option<String>,
-    /// endpoint: kserve-v2, openai-chat, openai-completions or http-json.
+    /// endpoint: kserve-v2 (REST), kserve-v2-grpc, openai-chat, openai-completions or http-json.
     #[arg(long, value_parser = endpoint::protocol::Protocol::parse, help_heading = "Endpoint")]
     protocol: Option<endpoint::protocol::Protocol>,
-    /// endpoint: the model name (kserve-v2: required; openai-*: default the first of /v1/models).
+    /// endpoint: the model name (kserve-v2 and kserve-v2-grpc: required; openai-*: default the first of /v1/models).
     #[arg(long, help_heading = "Endpoint")]
     model: Option<String>,
-    /// endpoint (kserve-v2): the model version.
+    /// endpoint (kserve-v2, kserve-v2-grpc): the model version.
     #[arg(long, help_heading = "Endpoint")]
     model_version: Option<String>,
     /// endpoint: open-loop rates in requests per second, one step each, e.g. 1,5,20.

@@ -65,8 +65,14 @@ fn wait_ready(url: &str, child: &mut Running) {
     panic!("{url} did not become ready in 180 s");
 }
 
-/// MLServer on free ports serving the digits classifier; its base URL.
+/// MLServer on free ports serving the digits classifier; its REST base URL.
 fn mlserver(root: &Path) -> (Running, String) {
+    let (server, url, _grpc) = mlserver_with_grpc(root);
+    (server, url)
+}
+
+/// MLServer, its REST base URL and its gRPC address.
+fn mlserver_with_grpc(root: &Path) -> (Running, String, String) {
     let (http, grpc, metrics) = (free_port(), free_port(), free_port());
     let models = root.join("digits");
     std::fs::create_dir_all(&models).unwrap();
@@ -81,7 +87,7 @@ fn mlserver(root: &Path) -> (Running, String) {
     let mut command = Command::new(servers().join("mlserver/bin/mlserver"));
     command.arg("start").arg(root);
     let url = format!("http://127.0.0.1:{http}");
-    (start(command, &format!("{url}/v2/models/digits/ready")), url)
+    (start(command, &format!("{url}/v2/models/digits/ready")), url, format!("http://127.0.0.1:{grpc}"))
 }
 
 /// Starts a server quietly and waits until `ready` answers 2xx.
@@ -178,8 +184,18 @@ fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_count
         .find(|m| param(m, "saturated") == "true" || param(m, "client_limited") == "true");
     assert!(gave_out.is_some(), "the sweep goes on until the service (or, on a small node, the client) gives out");
     assert_eq!(param(first, "saturated"), "false");
-    let rate = |step| p(at(&run, "endpoint_offered_rate", step)).mean;
-    assert!(rate(2) > 1.5 * rate(1), "rates double: {} then {}", rate(1), rate(2));
+    // The schedule doubles the rate; what a Poisson schedule offers in a 2 s window varies
+    // around it (a standard deviation of √(rate × 2 s) requests), so that is checked loosely.
+    let nominal = |step| param(at(&run, "endpoint_latency", step), "rate").parse::<f64>().unwrap();
+    let ratio = nominal(2) / nominal(1);
+    assert!((1.8..=2.2).contains(&ratio), "rates double (to two significant digits): {ratio}");
+    for step in 1..=n {
+        let (expected, offered) = (nominal(step) * 2.0, p(at(&run, "endpoint_offered_rate", step)).mean * 2.0);
+        assert!(
+            (offered - expected).abs() < 5.0 * expected.sqrt() + 1.0,
+            "step {step}: {offered} sent, {expected} due"
+        );
+    }
     assert!(run.measurements.iter().any(|m| m.case == "endpoint_goodput"), "an SLO gives goodput");
     assert_eq!(spooled(spool.path()), 1, "the run waits in the spool for a server");
 
@@ -208,6 +224,63 @@ fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_count
     assert!(p(at(&run, "endpoint_latency", 1)).samples > 10, "requests before the unload succeeded");
     assert!(p(at(&run, "endpoint_error_rate", 1)).mean > 0.05);
     assert_eq!(spooled(spool.path()), 2);
+}
+
+#[test]
+fn kserve_v2_grpc_against_mlserver_reads_metadata_sends_raw_tensors_and_counts_status_codes() {
+    let _one_at_a_time = exclusive();
+    let root = tempfile::tempdir().unwrap();
+    let (_server, url, grpc) = mlserver_with_grpc(root.path());
+    let spool = tempfile::tempdir().unwrap();
+    let load = |model: &str, rates: &str, duration: &str| {
+        agent(
+            &["run", "endpoint", "--target", &grpc, "--protocol", "kserve-v2-grpc", "--model", model, "--rates", rates]
+                .iter()
+                .chain(&["--duration", duration, "--warmup", "1s", "--json"])
+                .copied()
+                .collect::<Vec<_>>(),
+            spool.path(),
+        )
+    };
+
+    // Inputs built from ModelMetadata; every request answered OK.
+    let out = load("digits", "20,40", "2s");
+    let run = printed_run(&out);
+    let first = at(&run, "endpoint_latency", 1);
+    assert_eq!(param(first, "protocol"), "kserve-v2-grpc");
+    assert_eq!(param(first, "model"), "digits");
+    assert!(param(first, "server").contains("mlserver"), "ServerMetadata names the server: {:?}", first.parameters);
+    assert_eq!(param(first, "target"), grpc);
+    for step in 1..=2 {
+        assert_eq!(p(at(&run, "endpoint_error_rate", step)).mean, 0.0, "MLServer answers OK: {}", text(&out));
+        let latency = at(&run, "endpoint_latency", step);
+        let h = headroom_server::histogram::decode(latency.histogram.as_ref().unwrap()).unwrap();
+        assert_eq!(h.len(), p(latency).samples);
+        assert!(p(latency).p50 > 1e-5 && p(latency).p50 < 0.5, "step {step}: p50 {} s", p(latency).p50);
+    }
+    assert!(p(at(&run, "endpoint_achieved_rate", 2)).mean > 20.0, "40/s offered: {}", text(&out));
+
+    // A model the server does not have: its answer to ModelMetadata, named; nothing spooled.
+    let before = spooled(spool.path());
+    let out = load("no-such-model", "5", "1s");
+    assert!(!out.status.success());
+    assert!(text(&out).contains("ModelMetadata for 'no-such-model'"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), before);
+
+    // The model unloaded mid-run: the failures are counted by gRPC status, the run is stored.
+    let unload = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2500));
+        let client = reqwest::blocking::Client::new();
+        client.post(format!("{url}/v2/repository/models/digits/unload")).send().unwrap().status()
+    });
+    let out = load("digits", "40", "3s");
+    assert!(unload.join().unwrap().is_success());
+    let run = printed_run(&out);
+    let errors: Vec<&Measurement> = run.measurements.iter().filter(|m| m.case == "endpoint_errors").collect();
+    assert!(!errors.is_empty(), "requests after the unload fail: {}", text(&out));
+    assert!(errors.iter().all(|m| param(m, "kind").starts_with("grpc_")), "{errors:?}");
+    assert!(p(at(&run, "endpoint_latency", 1)).samples > 10, "requests before the unload succeeded");
+    assert_eq!(spooled(spool.path()), before + 1);
 }
 
 #[test]
@@ -305,11 +378,14 @@ fn mock_llm(ttft_ms: u32, itl_ms: u32, tokens: u32) -> (Running, String) {
 #[test]
 fn openai_streams_against_guidellms_mock_measure_the_latencies_it_was_told() {
     let _one_at_a_time = exclusive();
-    let (_server, url) = mock_llm(100, 10, 32);
+    // Told latencies well above the mock's own overhead per token (its asyncio sleeps and JSON
+    // writes add 0.5–1 ms on a busy 2-core machine), so 10 % measures the client, not the mock.
+    let (ttft_told, itl_told) = (0.200, 0.025);
+    let (_server, url) = mock_llm(200, 25, 16);
     let spool = tempfile::tempdir().unwrap();
     for protocol in ["openai-chat", "openai-completions"] {
         let out = agent(
-            &["run", "endpoint", "--target", &url, "--protocol", protocol, "--rates", "4", "--max-tokens", "32"]
+            &["run", "endpoint", "--target", &url, "--protocol", protocol, "--rates", "4", "--max-tokens", "16"]
                 .iter()
                 .chain(&["--duration", "3s", "--warmup", "1s", "--json", "--prompt-words", "20-60"])
                 .copied()
@@ -321,14 +397,15 @@ fn openai_streams_against_guidellms_mock_measure_the_latencies_it_was_told() {
         let latency = p(at(&run, "endpoint_latency", 1));
         let ttft = p(at(&run, "endpoint_ttft", 1));
         let itl = p(at(&run, "endpoint_itl", 1));
-        assert!((ttft.p50 - 0.100).abs() < 0.010, "{protocol}: TTFT p50 {} s, told 100 ms", ttft.p50);
-        assert!((itl.p50 - 0.010).abs() < 0.001, "{protocol}: ITL p50 {} s, told 10 ms", itl.p50);
+        let within = |measured: f64, told: f64| (measured - told).abs() <= 0.1 * told;
+        assert!(within(ttft.p50, ttft_told), "{protocol}: TTFT p50 {} s, told {ttft_told} s", ttft.p50);
+        assert!(within(itl.p50, itl_told), "{protocol}: ITL p50 {} s, told {itl_told} s", itl.p50);
         let tokens = at(&run, "endpoint_output_tokens", 1);
         assert_eq!(param(tokens, "token_count_source"), "usage", "the mock sends usage");
-        assert_eq!(p(tokens).mean, 32.0 * latency.samples as f64, "{protocol}: 32 tokens per answer");
+        assert_eq!(p(tokens).mean, 16.0 * latency.samples as f64, "{protocol}: 16 tokens per answer");
         assert_eq!(param(tokens, "model"), "mock-llm", "the model comes from /v1/models");
         let tpot = p(at(&run, "endpoint_tpot", 1));
-        assert!((tpot.p50 - 0.010).abs() < 0.002, "{protocol}: TPOT p50 {}", tpot.p50);
+        assert!(within(tpot.p50, itl_told), "{protocol}: TPOT p50 {} s, told {itl_told} s", tpot.p50);
     }
 }
 
@@ -389,9 +466,13 @@ fn bad_targets_and_arguments_are_named_and_failures_are_counted() {
     let secret = "http://user:hunter2@127.0.0.1:9/infer";
     let out = agent(&["run", "endpoint", "--target", secret, "--protocol", "http-json", "--rates", "5"], spool.path());
     assert!(text(&out).contains("must not carry credentials") && !text(&out).contains("hunter2"), "{}", text(&out));
-    let out =
-        agent(&["run", "endpoint", "--target", &nowhere, "--protocol", "kserve-v2-grpc", "--rates", "5"], spool.path());
-    assert!(text(&out).contains("not built yet"), "{}", text(&out));
+    let nowhere_grpc = format!("http://127.0.0.1:{}", free_port());
+    let out = agent(
+        &["run", "endpoint", "--target", &nowhere_grpc, "--protocol", "kserve-v2-grpc", "--model", "m", "--rates", "5"],
+        spool.path(),
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("cannot reach"), "{}", text(&out));
     assert_eq!(spooled(spool.path()), 0);
 
     // A target that answers 500, and one whose stream breaks: failures counted, runs stored.

@@ -15,6 +15,9 @@ pub mod transport {
     tonic::include_proto!("headroom.transport.v1");
 }
 
+/// The Open Inference Protocol (KServe V2) over gRPC, as the endpoint suite's client speaks it.
+pub mod inference;
+
 use model::{FieldError, IngestAck};
 use tonic::Status;
 

@@ -2,6 +2,7 @@
 //! speaks, at open-loop rates up to saturation, and records every latency as a histogram.
 
 pub mod arrivals;
+pub mod grpc;
 pub mod load;
 pub mod prompts;
 pub mod protocol;

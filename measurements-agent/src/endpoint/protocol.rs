@@ -1,5 +1,6 @@
 //! The wire formats the endpoint suite speaks, each a real client of its protocol: the Open
-//! Inference Protocol over REST (`kserve-v2`: Triton, KServe, MLServer), OpenAI-compatible
+//! Inference Protocol over REST (`kserve-v2`: Triton, KServe, MLServer) and gRPC
+//! (`kserve-v2-grpc`, in [`super::grpc`]), OpenAI-compatible
 //! streaming completions (`openai-chat`, `openai-completions`, server-sent events) and a plain
 //! JSON POST (`http-json`).
 
@@ -13,13 +14,14 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     KserveV2,
+    KserveV2Grpc,
     OpenaiChat,
     OpenaiCompletions,
     HttpJson,
 }
 
 impl Protocol {
-    pub const NAMES: &'static str = "kserve-v2, openai-chat, openai-completions, http-json";
+    pub const NAMES: &'static str = "kserve-v2, kserve-v2-grpc, openai-chat, openai-completions, http-json";
 
     pub fn parse(text: &str) -> Result<Protocol, String> {
         match text {
@@ -27,7 +29,7 @@ impl Protocol {
             "openai-chat" => Ok(Protocol::OpenaiChat),
             "openai-completions" => Ok(Protocol::OpenaiCompletions),
             "http-json" => Ok(Protocol::HttpJson),
-            "kserve-v2-grpc" => Err("--protocol kserve-v2-grpc is not built yet; use kserve-v2 (REST)".into()),
+            "kserve-v2-grpc" => Ok(Protocol::KserveV2Grpc),
             other => Err(format!("--protocol must be one of {}, not '{other}'", Protocol::NAMES)),
         }
     }
@@ -35,6 +37,7 @@ impl Protocol {
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::KserveV2 => "kserve-v2",
+            Protocol::KserveV2Grpc => "kserve-v2-grpc",
             Protocol::OpenaiChat => "openai-chat",
             Protocol::OpenaiCompletions => "openai-completions",
             Protocol::HttpJson => "http-json",
@@ -58,14 +61,18 @@ pub struct Prepared {
     /// The model's name and version as the server reported them, where it did.
     pub model: Option<String>,
     pub model_version: Option<String>,
-    /// The server's software, from `/v2` (kserve-v2).
+    /// The server's software, from `/v2` (kserve-v2) or `ServerMetadata` (kserve-v2-grpc).
     pub server: Option<String>,
+    /// The connection requests go over (kserve-v2-grpc).
+    pub channel: Option<tonic::transport::Channel>,
 }
 
 /// How a request failed, as a stable label for counting.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Failure {
     Status(u16),
+    /// A gRPC status code other than OK.
+    Grpc(i32),
     Timeout,
     Connect,
     Io,
@@ -77,6 +84,7 @@ impl Failure {
     pub fn label(&self) -> String {
         match self {
             Failure::Status(code) => format!("http_{code}"),
+            Failure::Grpc(code) => format!("grpc_{}", super::grpc::code_name(tonic::Code::from_i32(*code))),
             Failure::Timeout => "timeout".into(),
             Failure::Connect => "connect".into(),
             Failure::Io => "io".into(),
@@ -119,11 +127,14 @@ impl Tokens {
 pub struct Client {
     http: reqwest::Client,
     authorization: Option<reqwest::header::HeaderValue>,
+    grpc_authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    timeout: Duration,
 }
 
 impl Client {
     /// `authorization` is sent as the Authorization header on every request and never stored.
     pub fn new(timeout: Duration, pool: usize, authorization: Option<String>) -> anyhow::Result<Client> {
+        let grpc_authorization = authorization.as_deref().map(super::grpc::authorization).transpose()?;
         let authorization = match authorization {
             Some(value) => {
                 let mut value = reqwest::header::HeaderValue::from_str(&value)
@@ -142,7 +153,7 @@ impl Client {
             .no_proxy()
             .http1_only()
             .build()?;
-        Ok(Client { http, authorization })
+        Ok(Client { http, authorization, grpc_authorization, timeout })
     }
 
     fn post(&self, url: &str, body: Bytes) -> reqwest::RequestBuilder {
@@ -183,6 +194,9 @@ impl Client {
 
     /// Sends one request; `Ok` carries the streamed tokens for LLM protocols.
     pub async fn send(&self, target: &Prepared, body: Bytes) -> Result<Option<Tokens>, Failure> {
+        if let Some(channel) = &target.channel {
+            return super::grpc::send(channel, self.grpc_authorization.as_ref(), body).await.map(|()| None);
+        }
         let response = self.post(&target.url, body).send().await.map_err(|e| Failure::of(&e))?;
         let status = response.status().as_u16();
         if !target.protocol.is_llm() {
@@ -334,6 +348,7 @@ pub async fn prepare(
         model: options.model.clone(),
         model_version: options.model_version.clone(),
         server: None,
+        channel: None,
     };
     match protocol {
         Protocol::HttpJson => {
@@ -361,6 +376,31 @@ pub async fn prepare(
             };
             prepared.bodies.push(Bytes::from(body));
             prepared.url = format!("{base}{path}/infer");
+        }
+        Protocol::KserveV2Grpc => {
+            let name = options.model.clone().context("--protocol kserve-v2-grpc needs --model NAME")?;
+            let shown = super::public_url(base).unwrap_or_else(|_| "the target".into());
+            let channel = super::grpc::connect(base, &shown, client.timeout).await?;
+            let auth = client.grpc_authorization.as_ref();
+            let version = options.model_version.as_deref();
+            let (server, metadata) = super::grpc::metadata(&channel, auth, &shown, &name, version).await?;
+            prepared.server = server;
+            prepared.model = metadata
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .or(Some(name));
+            if prepared.model_version.is_none() {
+                prepared.model_version = metadata.pointer("/versions/0").and_then(Value::as_str).map(str::to_string);
+            }
+            let request = match &options.input {
+                Some(body) => serde_json::from_slice(body).context("--input is not a V2 inference request in JSON")?,
+                None => v2_request(&metadata)?,
+            };
+            let model = prepared.model.as_deref().unwrap_or_default();
+            prepared.bodies.push(super::grpc::infer_request(model, options.model_version.as_deref(), &request)?);
+            prepared.channel = Some(channel);
         }
         Protocol::OpenaiChat | Protocol::OpenaiCompletions => {
             let model = match &options.model {
