@@ -1,6 +1,9 @@
 //! Right-sizing: the cheapest instance type × precision × batch size × replica count that meets
-//! a latency SLO, from the service times agents measured on the team's nodes (and any candidate
-//! entered by hand), with the Pareto front of monthly cost against latency.
+//! a latency SLO, with the Pareto front of monthly cost against latency. It sizes either the
+//! team's own service, as the endpoint suite load-tested it (service time, variation and
+//! concurrency calibrated by [`model::endpoint`]), or, where no service is picked, the agent's
+//! reference model as the quantization suite measured it on each node, labelled as such; a
+//! candidate entered by hand can join either.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -13,7 +16,7 @@ use model::rightsize::{
 use model::units::{Bytes, PerSecond, Seconds, UsdPerHour};
 
 use crate::charts::{LineChart, Rule as ChartRule, Series, line_chart};
-use crate::data::MeasuredNode;
+use crate::data::{MeasuredNode, MeasuredService};
 use crate::form::{ChoiceField, FieldSpec, FlagField, Form, NumberField, Rule};
 use crate::scenarios::SaveScenario;
 
@@ -49,6 +52,21 @@ pub const FIELDS: &[FieldSpec] = &[
         default: "1.00",
         rule: Rule::Positive,
     },
+    FieldSpec { key: "service", label: "Your service (measured)", unit: "", default: "", rule: Rule::Text },
+    FieldSpec {
+        key: "svc_type",
+        label: "Instance type it runs on",
+        unit: "",
+        default: "your instance",
+        rule: Rule::Text,
+    },
+    FieldSpec {
+        key: "svc_price",
+        label: "Price of one replica",
+        unit: "USD / hour",
+        default: "1.00",
+        rule: Rule::Positive,
+    },
     FieldSpec { key: "manual", label: "Add a candidate by hand", unit: "", default: "0", rule: Rule::Flag },
     FieldSpec { key: "m_name", label: "Instance type", unit: "", default: "g5.xlarge", rule: Rule::Text },
     FieldSpec { key: "m_price", label: "Price", unit: "USD / hour", default: "1.006", rule: Rule::Positive },
@@ -71,12 +89,22 @@ pub struct Sizing {
     pub result: RightSizing,
     pub slo_s: f64,
     pub quantile: f64,
+    /// The measured service sized, when one was picked.
+    pub service: Option<MeasuredService>,
 }
+
+/// Memory is not checked for a measured service: it was measured whole, as deployed.
+const MEMORY_NOT_CHECKED: f64 = f64::MAX;
 
 /// Why there is nothing to size yet: not a mistake in the fields, so not shown as one.
 pub const NOTHING_MEASURED: &str = "No node has a quantization run yet.";
 
 pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> {
+    size_with(form, nodes, &[])
+}
+
+/// [`size`] knowing the measured services the `service` field may name.
+pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredService]) -> Result<Sizing, Vec<String>> {
     let mut errors = Vec::new();
     let mut num = |key: &str| {
         form.num(key).unwrap_or_else(|e| {
@@ -93,6 +121,9 @@ pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> 
     let activation = num("activation");
     let scale = num("scale");
     let fallback = num("fallback_price");
+    let picked = form.text("service");
+    let service = services.iter().find(|m| !picked.is_empty() && m.run_id == picked).cloned();
+    let service_price = service.as_ref().map(|_| num("svc_price"));
     let manual = form.flag("manual").then(|| {
         let price = num("m_price");
         let memory = num("m_memory") * 1024f64.powi(3);
@@ -109,7 +140,8 @@ pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> 
     if !errors.is_empty() {
         return Err(errors);
     }
-    let mut hardware: Vec<(Hardware, String)> = nodes
+    let reference_nodes = if service.is_some() { &[][..] } else { nodes };
+    let mut hardware: Vec<(Hardware, String)> = reference_nodes
         .iter()
         .map(|n| {
             let (price, note) = match n.hourly_usd {
@@ -122,7 +154,7 @@ pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> 
                 p.service_time_mean_s = Seconds(p.service_time_mean_s.0 * scale);
             }
             let note = format!(
-                "measured on {} (run {}, {}); {note}",
+                "the agent's reference model (not yours) measured on {} (run {}, {}); {note}",
                 n.hostname,
                 &n.run_id[..8.min(n.run_id.len())],
                 utc_minute(n.run_started_at_ms)
@@ -130,6 +162,36 @@ pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> 
             (hw, note)
         })
         .collect();
+    if let (Some(m), Some(price)) = (&service, service_price) {
+        let name = form.text("svc_type");
+        let note = format!(
+            "your service {}, load-tested in run {} ({}): {} at once, {} each, cv {:.2}; {}; price entered here",
+            m.name(),
+            &m.run_id[..8.min(m.run_id.len())],
+            utc_minute(m.started_at_ms),
+            m.concurrency,
+            seconds(m.service_mean_s),
+            m.service_cv,
+            m.error_words()
+        );
+        hardware.push((
+            Hardware {
+                instance_type: if name.trim().is_empty() { "your instance".into() } else { name.trim().to_string() },
+                hourly_usd: UsdPerHour(price),
+                device_memory_bytes: Bytes(MEMORY_NOT_CHECKED),
+                source: Source::Measured { run_ids: vec![m.run_id.clone()] },
+                perf: vec![PerfPoint {
+                    precision: Precision::Fp32,
+                    batch_size: 1,
+                    service_time_mean_s: Seconds(m.service_mean_s),
+                    service_time_cv: m.service_cv,
+                    accuracy_delta: 0.0,
+                    concurrency: m.concurrency.max(1),
+                }],
+            },
+            note,
+        ));
+    }
     if let Some((price, memory, latency, cv)) = manual {
         let precision = Precision::parse(&form.text("m_precision")).unwrap_or(Precision::Fp32);
         let name = form.text("m_name");
@@ -145,6 +207,7 @@ pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> 
                     service_time_mean_s: Seconds(latency),
                     service_time_cv: cv,
                     accuracy_delta: 0.0,
+                    concurrency: 1,
                 }],
             },
             "entered by hand".to_string(),
@@ -165,7 +228,7 @@ pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> 
         hardware: hardware.iter().map(|(h, _)| h.clone()).collect(),
     };
     let result = right_size(&input).map_err(|e| vec![format!("{}: {}", e.field, e.reason)])?;
-    Ok(Sizing { hardware, result, slo_s: slo, quantile })
+    Ok(Sizing { hardware, result, slo_s: slo, quantile, service })
 }
 
 /// Monthly cost against latency at the SLO quantile, one series per instance type.
@@ -211,6 +274,47 @@ fn source_label(source: &Source) -> String {
     }
 }
 
+/// Whether a configuration is of the measured service (rather than a reference-model node or a
+/// candidate entered by hand).
+fn is_service(c: &Configuration, service: &MeasuredService) -> bool {
+    matches!(&c.source, Source::Measured { run_ids } if run_ids.len() == 1 && run_ids[0] == service.run_id)
+}
+
+/// A measured service's precision is whatever it was deployed with.
+fn precision_label(s: &Sizing, c: &Configuration) -> String {
+    match &s.service {
+        Some(m) if is_service(c, m) => "as deployed".into(),
+        _ => c.precision.as_str().into(),
+    }
+}
+
+/// Picks a service the endpoint suite load-tested; the reference-model nodes then leave the
+/// search (they time the agent's model, not yours).
+#[component]
+fn ServicePicker(form: Form, services: Signal<Vec<MeasuredService>>) -> impl IntoView {
+    let service = form.signal("service");
+    view! {
+        <div class="field" data-field="service">
+            <label for="f-service">"Your service (measured)"</label>
+            <select id="f-service" name="service" on:change=move |ev| service.set(event_target_value(&ev))>
+                <option value="" selected=move || service.get().is_empty()>"— none: the reference model on each node —"</option>
+                {move || services.get().into_iter().map(|m| {
+                    let id = m.run_id.clone();
+                    let label = format!("{} · {} at once, {} each · {}", m.name(), m.concurrency, seconds(m.service_mean_s), utc_minute(m.started_at_ms));
+                    view! { <option value=id.clone() selected=move || service.get() == id>{label}</option> }
+                }).collect_view()}
+            </select>
+            <p class="hint">{move || {
+                if services.get().is_empty() {
+                    "No service measured yet: run `measurements-agent run endpoint --target URL --protocol … --sweep`.".to_string()
+                } else {
+                    "Sizes replicas of your own service from its load test, instead of the reference model.".to_string()
+                }
+            }}</p>
+        </div>
+    }
+}
+
 #[component]
 pub fn RightSizingPage() -> impl IntoView {
     let query = use_query_map();
@@ -246,6 +350,16 @@ pub fn RightSizingPage() -> impl IntoView {
                 }.into_any()}
                 {view! {
                 <fieldset>
+                    <legend>"Your service"</legend>
+                    <ServicePicker form services=Signal::derive(move || nodes.get().and_then(Result::ok).map(|f| f.services).unwrap_or_default())/>
+                    <Show when=move || !form.text("service").is_empty()>
+                        <TextField form key="svc_type"/>
+                        <NumberField form key="svc_price" hint="What one replica of your service costs an hour, as deployed."/>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
                     <legend>"Candidate entered by hand"</legend>
                     <FlagField form key="manual"/>
                     <Show when=move || form.flag("manual")>
@@ -265,7 +379,7 @@ pub fn RightSizingPage() -> impl IntoView {
                     {move || Suspend::new(async move {
                         match nodes.await {
                             Err(err) => view! { <p class="error">{format!("Could not load the measured nodes: {}", crate::scenarios::clean(&err))}</p> }.into_any(),
-                            Ok(fleet) => view! { <Outputs form nodes=fleet.nodes/> }.into_any(),
+                            Ok(fleet) => view! { <Outputs form nodes=fleet.nodes services=fleet.services/> }.into_any(),
                         }
                     })}
                 </Suspense>
@@ -288,14 +402,16 @@ fn TextField(form: Form, key: &'static str) -> impl IntoView {
 }
 
 #[component]
-fn Outputs(form: Form, nodes: Vec<MeasuredNode>) -> impl IntoView {
-    let result = Memo::new(move |_| size(&form, &nodes));
+fn Outputs(form: Form, nodes: Vec<MeasuredNode>, services: Vec<MeasuredService>) -> impl IntoView {
+    let result = Memo::new(move |_| size_with(&form, &nodes, &services));
     move || {
         match result.get() {
         Err(errors) if errors.iter().any(|e| e == NOTHING_MEASURED) => view! {
             <div class="card notice" data-out="nothing-measured">
                 <h2>"Nothing measured yet"</h2>
-                <p>"Right-sizing needs a node's measured service times. On each node you could serve from, run:"</p>
+                <p>"Right-sizing needs measured service times. Load-test your own service from any node:"</p>
+                <pre><code>"measurements-agent run endpoint --target SERVICE_URL --protocol kserve-v2 --model NAME --sweep --server URL --token TOKEN"</code></pre>
+                <p>"or time the agent's reference model on each node you could serve from:"</p>
                 <pre><code>"measurements-agent run quant --server URL --token TOKEN"</code></pre>
                 <p>"with this server's address as URL and an agent token from "<code>"headroom-server admin create-agent-token --name NODE"</code>". Or tick “Add a candidate by hand” above."</p>
             </div>
@@ -318,9 +434,10 @@ fn SizingView(s: Sizing) -> impl IntoView {
     let chart = pareto_chart(&s);
     let q = quantile_label(s.quantile);
     let cheapest = s.result.cheapest.clone();
+    let service = s.service.clone();
     view! {
         {match cheapest {
-            Some(c) => view! { <Recommendation c q=q.clone()/> }.into_any(),
+            Some(c) => view! { <Recommendation c q=q.clone() service/> }.into_any(),
             None => view! {
                 <div class="card verdict bad" role="status">
                     <h2>"No configuration meets every constraint"</h2>
@@ -338,7 +455,7 @@ fn SizingView(s: Sizing) -> impl IntoView {
                         {s.result.pareto.iter().map(|c| view! {
                             <tr>
                                 <td>{c.instance_type.clone()}</td>
-                                <td>{c.precision.as_str()}</td>
+                                <td>{precision_label(&s, c)}</td>
                                 <td class="num">{c.batch_size}</td>
                                 <td class="num">{c.replicas}</td>
                                 <td class="num">{usd(c.monthly_cost_usd.0)}</td>
@@ -363,7 +480,7 @@ fn SizingView(s: Sizing) -> impl IntoView {
                             <tr>
                                 <td>{h.instance_type.clone()}</td>
                                 <td class="num">{format!("{}/h", usd(h.hourly_usd.0))}</td>
-                                <td class="num">{bytes(h.device_memory_bytes.0)}</td>
+                                <td class="num">{if h.device_memory_bytes.0 == MEMORY_NOT_CHECKED { "not checked".to_string() } else { bytes(h.device_memory_bytes.0) }}</td>
                                 <td>{note.clone()}</td>
                             </tr>
                         }).collect_view()}
@@ -381,20 +498,88 @@ fn SizingView(s: Sizing) -> impl IntoView {
 }
 
 #[component]
-fn Recommendation(c: Configuration, q: String) -> impl IntoView {
+fn Recommendation(c: Configuration, q: String, service: Option<MeasuredService>) -> impl IntoView {
+    let yours = service.as_ref().filter(|m| is_service(&c, m));
+    let precision = if yours.is_some() { "as deployed".to_string() } else { c.precision.as_str().to_string() };
+    let latency = match yours {
+        Some(m) => format!("{} (the M/G/c model's; {})", seconds(c.latency_at_quantile_s.0), m.error_words()),
+        None => seconds(c.latency_at_quantile_s.0),
+    };
     view! {
         <div class="card metric verdict good" data-out="recommendation">
-            <h2>"Cheapest configuration"</h2>
+            <h2>{if yours.is_some() { "Cheapest configuration of your service" } else { "Cheapest configuration" }}</h2>
             <p class="big">{format!("{} × {}", c.replicas, c.instance_type)}</p>
             <dl>
-                <dt>"Precision"</dt><dd>{c.precision.as_str()}</dd>
+                <dt>"Precision"</dt><dd>{precision}</dd>
                 <dt>"Batch size"</dt><dd>{c.batch_size}</dd>
                 <dt>"Monthly cost"</dt><dd data-out="monthly-cost">{usd(c.monthly_cost_usd.0)}</dd>
-                <dt>{format!("P{q} latency")}</dt><dd>{seconds(c.latency_at_quantile_s.0)}</dd>
+                <dt>{format!("P{q} latency")}</dt><dd data-out="latency">{latency}</dd>
                 <dt>"Utilization"</dt><dd>{format!("{:.0} %", c.utilization * 100.0)}</dd>
                 <dt>"Accuracy"</dt><dd>{points(c.accuracy_delta)}</dd>
                 <dt>"Figures"</dt><dd>{source_label(&c.source)}</dd>
             </dl>
         </div>
+    }
+}
+
+// Signals outside a browser need the server build's runtime (`cargo test --workspace` enables
+// it through the server crate).
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use leptos_router::params::ParamsMap;
+
+    use super::*;
+
+    fn form(pairs: &[(&str, &str)]) -> Form {
+        let mut query = ParamsMap::new();
+        for (k, v) in pairs {
+            query.insert(k.to_string(), v.to_string());
+        }
+        Form::new(FIELDS, &query)
+    }
+
+    #[test]
+    fn a_measured_service_is_sized_in_replicas_of_its_concurrency_and_priced_by_the_hour() {
+        Owner::new_root(None).with(|| {
+            let service = MeasuredService {
+                run_id: "0b5e7a2c-0000-4000-8000-000000000000".into(),
+                started_at_ms: 0,
+                hostname: "loadgen".into(),
+                target: "http://10.0.0.5:8081".into(),
+                protocol: "kserve-v2-grpc".into(),
+                model: Some("digits".into()),
+                service_mean_s: 0.040,
+                service_cv: 0.5,
+                concurrency: 4,
+                saturation_rps: 100.0,
+                saturation_measured: true,
+                mape_p99: Some(0.12),
+            };
+            // 250/s of 40 ms keep 10 servers busy: at most 80 % of 4 per replica is 4 replicas.
+            let pairs = [
+                ("rate", "250"),
+                ("slo", "500"),
+                ("service", service.run_id.as_str()),
+                ("svc_type", "g5.xlarge"),
+                ("svc_price", "2.00"),
+            ];
+            let s = size_with(&form(&pairs), &[], std::slice::from_ref(&service)).unwrap();
+            let best = s.result.cheapest.clone().unwrap();
+            assert_eq!((best.replicas, best.instance_type.as_str()), (4, "g5.xlarge"));
+            assert!((best.monthly_cost_usd.0 - 4.0 * 2.0 * 730.0).abs() < 1e-6, "{best:?}");
+            assert!((best.utilization - 10.0 / 16.0).abs() < 1e-9);
+            assert_eq!(precision_label(&s, &best), "as deployed");
+            let (_, note) = &s.hardware[0];
+            assert!(
+                note.contains("your service digits at http://10.0.0.5:8081, load-tested in run 0b5e7a2c"),
+                "{note}"
+            );
+            assert!(note.contains("off by 12 % on average"), "{note}");
+            // Not picked, or not known: the reference-model nodes (none here) are all there is.
+            assert_eq!(size(&form(&pairs), &[]).unwrap_err(), vec![NOTHING_MEASURED.to_string()]);
+            let bad = [("service", service.run_id.as_str()), ("svc_price", "free")];
+            let errors = size_with(&form(&bad), &[], std::slice::from_ref(&service)).unwrap_err();
+            assert!(errors.iter().any(|e| e.starts_with("Price of one replica")), "{errors:?}");
+        })
     }
 }

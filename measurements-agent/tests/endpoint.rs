@@ -360,6 +360,17 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     assert!(service["concurrency"].as_u64().unwrap() >= 1, "{service}");
     let mean = service["service_mean_s"].as_f64().unwrap();
     assert!(mean > 1e-4 && mean < 0.5, "{service}");
+
+    // Right-sizing sizes that service, not the reference model, in replicas priced by the hour.
+    let query = format!("service={}&rate=20&slo=1000&svc_type=c7i.large&svc_price=0.5", runs[0].run_id);
+    let page = http.get(format!("{server_url}/right-sizing?{query}")).bearer_auth(&viewer).send().unwrap();
+    assert!(page.status().is_success());
+    let page = page.text().unwrap();
+    let card = page.split("data-out=\"recommendation\"").nth(1).and_then(|t| t.split("</div>").next()).unwrap_or("");
+    assert!(card.contains("Cheapest configuration of your service"), "{page}");
+    assert!(card.contains("× c7i.large") && card.contains("as deployed"), "{card}");
+    assert!(card.contains("the M/G/c model"), "the latency is marked as the model's: {card}");
+    assert!(page.contains(&format!("your service {infer}, load-tested in run {}", &runs[0].run_id.to_string()[..8])));
     let _ = stop.send(());
     runtime.block_on(task).unwrap().unwrap();
 }

@@ -45,6 +45,7 @@ fn search_space(cv: f64) -> RightSizeInput {
                             ),
                             service_time_cv: cv,
                             accuracy_delta: -0.001 * (4.0 - precision.bytes_per_value()),
+                            concurrency: 1,
                         })
                     })
                     .collect(),

@@ -68,6 +68,7 @@ pub fn hardware_from_quant_run(
             service_time_mean_s: Seconds(stats.mean * service_time_scale),
             service_time_cv: cv_from_percentiles(stats.p50, stats.p99),
             accuracy_delta: delta,
+            concurrency: 1,
         };
         let better = match best.get(&(precision, batch)) {
             None => true,

@@ -38,7 +38,18 @@ pub struct PerfPoint {
     pub service_time_cv: f64,
     /// Change in task accuracy against the full-precision model (negative is a loss).
     pub accuracy_delta: f64,
+    /// Batches one replica serves at once (its workers, or a service's effective concurrency as
+    /// the endpoint suite measured it): each replica is this many servers of the queue.
+    #[serde(default = "one")]
+    pub concurrency: u32,
 }
+
+fn one() -> u32 {
+    1
+}
+
+/// The most batches one replica serves at once (as [`crate::endpoint::MAX_CONCURRENCY`]).
+pub const MAX_CONCURRENCY: u32 = crate::endpoint::MAX_CONCURRENCY;
 
 /// One instance type that could serve the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,6 +183,12 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
             if point.batch_size == 0 {
                 return Err(FieldError::new(format!("{at}.batch_size"), "must be at least 1"));
             }
+            if !(1..=MAX_CONCURRENCY).contains(&point.concurrency) {
+                return Err(FieldError::new(
+                    format!("{at}.concurrency"),
+                    format!("must be between 1 and {MAX_CONCURRENCY}"),
+                ));
+            }
             let limits = Limits { lambda, slo, q, max_util, loss_limit, headroom, per_sample };
             let outcome = evaluate(input, (h, p), &limits, &mut unit_quantiles, &mut result.evaluated);
             match outcome {
@@ -235,7 +252,7 @@ impl Candidate {
             instance_type: hw.instance_type.clone(),
             precision: point.precision,
             batch_size: point.batch_size,
-            replicas: queue.replicas,
+            replicas: queue.replicas / point.concurrency,
             monthly_cost_usd: UsdPerMonth(self.monthly_cost),
             latency_at_quantile_s: Seconds(self.fill + quantile_of(|t| queue.tail(t), q, queue.mean_service)),
             utilization: queue.utilization(),
@@ -324,16 +341,24 @@ fn evaluate(
     }
     let batches = lambda / batch;
     let load = batches * mean;
-    let mut c = ((load / max_util).ceil() as u32).max(1);
-    if f64::from(c) <= load {
-        c += 1;
+    // Replicas r of k servers each: the queue has r·k servers, and r·k must exceed the load.
+    let k = point.concurrency;
+    let mut r = ((load / (max_util * f64::from(k))).ceil() as u32).max(1);
+    if f64::from(r) * f64::from(k) <= load {
+        r += 1;
     }
+    let most_servers = crate::queue::MAX_REPLICAS;
+    if u64::from(r) * u64::from(k) > u64::from(most_servers) {
+        *evaluated += 1;
+        return Err(format!("latency: more than {most_servers} servers would be needed at batch {}", point.batch_size));
+    }
+    let mut c = r * k;
     let mut b = erlang_b(c, load);
-    while c <= input.max_replicas {
+    while r <= input.max_replicas && c <= most_servers {
         *evaluated += 1;
         let queue = Queue::new_with_erlang_b(batches, mean, cv, c, b).expect("c exceeds the offered load");
         if queue.tail(budget) <= 1.0 - q {
-            let monthly_cost = (hw.hourly_usd * f64::from(c)).per_month().0;
+            let monthly_cost = (hw.hourly_usd * f64::from(r)).per_month().0;
             return Ok(Candidate {
                 hardware: h,
                 point: p,
@@ -343,8 +368,11 @@ fn evaluate(
                 lower_bound: fill + service_quantile,
             });
         }
-        c += 1;
-        b = load * b / (f64::from(c) + load * b);
+        r += 1;
+        for _ in 0..k {
+            c += 1;
+            b = load * b / (f64::from(c) + load * b);
+        }
     }
     Err(format!("latency: more than {} replicas would be needed at batch {}", input.max_replicas, point.batch_size))
 }
@@ -360,6 +388,7 @@ mod tests {
             service_time_mean_s: Seconds(ms / 1000.0),
             service_time_cv: 0.3,
             accuracy_delta: delta,
+            concurrency: 1,
         }
     }
 
@@ -447,6 +476,7 @@ mod tests {
                     service_time_mean_s: Seconds(ms / 1000.0),
                     service_time_cv: *cv,
                     accuracy_delta: -0.002 * *p as f64,
+                    concurrency: 1,
                 }],
             }).collect();
             let result = right_size(&case).unwrap();
@@ -465,6 +495,34 @@ mod tests {
             }
             proptest::prop_assert_eq!(result.feasible == 0, result.cheapest.is_none());
         }
+    }
+
+    #[test]
+    fn a_replica_that_serves_several_at_once_is_that_many_servers() {
+        // 400 batches/s of 20 ms need 8 busy servers: 10 replicas of one at 80 % at least, or
+        // 3 of four (12 servers, 67 %); the queue behind either is the same M/G/c.
+        let sized = |concurrency: u32| {
+            let mut case = input();
+            case.hardware.truncate(1);
+            case.hardware[0].perf = vec![PerfPoint { concurrency, ..point(Precision::Fp16, 1, 20.0, 0.0) }];
+            right_size(&case).unwrap().cheapest.unwrap()
+        };
+        let (single, quad) = (sized(1), sized(4));
+        assert!(single.replicas >= 10, "{single:?}");
+        assert_eq!(quad.replicas, single.replicas.div_ceil(4).max(3), "{quad:?}");
+        let servers = |c: &Configuration, k: u32| f64::from(c.replicas * k);
+        assert!((quad.utilization - 8.0 / servers(&quad, 4)).abs() < 1e-9, "utilization is per server");
+        assert!(
+            (quad.monthly_cost_usd.0 / single.monthly_cost_usd.0
+                - f64::from(quad.replicas) / f64::from(single.replicas))
+            .abs()
+                < 1e-9,
+            "priced per replica"
+        );
+        assert!(quad.latency_at_quantile_s.0 <= 0.2);
+        let mut bad = input();
+        bad.hardware[0].perf[0].concurrency = 0;
+        assert_eq!(right_size(&bad).unwrap_err().field, "hardware[0].perf[0].concurrency");
     }
 
     #[test]

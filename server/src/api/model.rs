@@ -157,6 +157,7 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
                 service_time_mean_s: Seconds(0.012),
                 service_time_cv: 0.3,
                 accuracy_delta: 0.0,
+                concurrency: 1,
             },
             PerfPoint {
                 precision: Precision::Int8,
@@ -164,6 +165,7 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
                 service_time_mean_s: Seconds(0.030),
                 service_time_cv: 0.3,
                 accuracy_delta: -0.004,
+                concurrency: 1,
             },
         ],
     };
@@ -178,6 +180,7 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
             service_time_mean_s: Seconds(0.045),
             service_time_cv: 0.5,
             accuracy_delta: -0.004,
+            concurrency: 1,
         }],
     };
     vec![
