@@ -131,6 +131,10 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         let cv = num("m_cv");
         (price, memory, latency, cv)
     });
+    if !picked.is_empty() && service.is_none() {
+        // Not a silent fall-back to the reference model: the sizing would not be of the service.
+        errors.push("Your service: no stored load test has that run id; pick another, or none".into());
+    }
     if quantile == 0.0 {
         errors.push("SLO quantile: must be greater than zero".into());
     }
@@ -291,26 +295,25 @@ fn precision_label(s: &Sizing, c: &Configuration) -> String {
 /// Picks a service the endpoint suite load-tested; the reference-model nodes then leave the
 /// search (they time the agent's model, not yours).
 #[component]
-fn ServicePicker(form: Form, services: Signal<Vec<MeasuredService>>) -> impl IntoView {
+fn ServicePicker(form: Form, services: Vec<MeasuredService>) -> impl IntoView {
     let service = form.signal("service");
+    let hint = if services.is_empty() {
+        "No service measured yet: run `measurements-agent run endpoint --target URL --protocol … --sweep`."
+    } else {
+        "Sizes replicas of your own service from its load test, instead of the reference model."
+    };
     view! {
         <div class="field" data-field="service">
             <label for="f-service">"Your service (measured)"</label>
             <select id="f-service" name="service" on:change=move |ev| service.set(event_target_value(&ev))>
                 <option value="" selected=move || service.get().is_empty()>"— none: the reference model on each node —"</option>
-                {move || services.get().into_iter().map(|m| {
+                {services.into_iter().map(|m| {
                     let id = m.run_id.clone();
                     let label = format!("{} · {} at once, {} each · {}", m.name(), m.concurrency, seconds(m.service_mean_s), utc_minute(m.started_at_ms));
                     view! { <option value=id.clone() selected=move || service.get() == id>{label}</option> }
                 }).collect_view()}
             </select>
-            <p class="hint">{move || {
-                if services.get().is_empty() {
-                    "No service measured yet: run `measurements-agent run endpoint --target URL --protocol … --sweep`.".to_string()
-                } else {
-                    "Sizes replicas of your own service from its load test, instead of the reference model.".to_string()
-                }
-            }}</p>
+            <p class="hint">{hint}</p>
         </div>
     }
 }
@@ -351,7 +354,13 @@ pub fn RightSizingPage() -> impl IntoView {
                 {view! {
                 <fieldset>
                     <legend>"Your service"</legend>
-                    <ServicePicker form services=Signal::derive(move || nodes.get().and_then(Result::ok).map(|f| f.services).unwrap_or_default())/>
+                    // The list comes with the measured nodes, so it waits for them like the answer does.
+                    <Suspense fallback=|| view! { <p class="hint">"Loading measured services…"</p> }>
+                        {move || Suspend::new(async move {
+                            let services = nodes.await.map(|fleet| fleet.services).unwrap_or_default();
+                            view! { <ServicePicker form services/> }
+                        })}
+                    </Suspense>
                     <Show when=move || !form.text("service").is_empty()>
                         <TextField form key="svc_type"/>
                         <NumberField form key="svc_price" hint="What one replica of your service costs an hour, as deployed."/>
@@ -575,11 +584,14 @@ mod tests {
                 "{note}"
             );
             assert!(note.contains("off by 12 % on average"), "{note}");
-            // Not picked, or not known: the reference-model nodes (none here) are all there is.
-            assert_eq!(size(&form(&pairs), &[]).unwrap_err(), vec![NOTHING_MEASURED.to_string()]);
+            // Not picked: the reference-model nodes (none here) are all there is.
+            assert_eq!(size(&form(&pairs[..2]), &[]).unwrap_err(), vec![NOTHING_MEASURED.to_string()]);
             let bad = [("service", service.run_id.as_str()), ("svc_price", "free")];
             let errors = size_with(&form(&bad), &[], std::slice::from_ref(&service)).unwrap_err();
             assert!(errors.iter().any(|e| e.starts_with("Price of one replica")), "{errors:?}");
+            let gone = [("service", "0b5e7a2c-ffff-4000-8000-000000000000")];
+            let errors = size_with(&form(&gone), &[], std::slice::from_ref(&service)).unwrap_err();
+            assert!(errors[0].starts_with("Your service: no stored load test"), "{errors:?}");
         })
     }
 }

@@ -1,6 +1,6 @@
 //! Prints the queueing model's check against an endpoint run: each step's measured p50/p99
 //! beside M/G/c's at the offered rate, and the calibration, once for each way of fitting the
-//! service time's variation (the histogram's two moments, and the tail: the product's default).
+//! service time's variation (the histogram's two moments, the product's default, and the tail).
 //!
 //! `measurements-agent run endpoint … --json > run.json; cargo run -p model --example endpoint_check -- run.json`
 

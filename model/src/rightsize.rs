@@ -343,20 +343,24 @@ fn evaluate(
     let load = batches * mean;
     // Replicas r of k servers each: the queue has r·k servers, and r·k must exceed the load.
     let k = point.concurrency;
-    let mut r = ((load / (max_util * f64::from(k))).ceil() as u32).max(1);
-    if f64::from(r) * f64::from(k) <= load {
-        r += 1;
-    }
     let most_servers = crate::queue::MAX_REPLICAS;
-    if u64::from(r) * u64::from(k) > u64::from(most_servers) {
+    // In floating point first: a huge (or infinite) load must not wrap a u32 count.
+    let least = (load / (max_util * f64::from(k))).ceil().max(1.0);
+    if least * f64::from(k) > f64::from(most_servers) {
         *evaluated += 1;
         return Err(format!("latency: more than {most_servers} servers would be needed at batch {}", point.batch_size));
+    }
+    let mut r = least as u32;
+    if f64::from(r) * f64::from(k) <= load {
+        r += 1;
     }
     let mut c = r * k;
     let mut b = erlang_b(c, load);
     while r <= input.max_replicas && c <= most_servers {
         *evaluated += 1;
-        let queue = Queue::new_with_erlang_b(batches, mean, cv, c, b).expect("c exceeds the offered load");
+        let Some(queue) = Queue::new_with_erlang_b(batches, mean, cv, c, b) else {
+            return Err("latency: the load is more than these servers can take".into());
+        };
         if queue.tail(budget) <= 1.0 - q {
             let monthly_cost = (hw.hourly_usd * f64::from(r)).per_month().0;
             return Ok(Candidate {
@@ -373,6 +377,9 @@ fn evaluate(
             c += 1;
             b = load * b / (f64::from(c) + load * b);
         }
+    }
+    if c > most_servers {
+        return Err(format!("latency: more than {most_servers} servers would be needed at batch {}", point.batch_size));
     }
     Err(format!("latency: more than {} replicas would be needed at batch {}", input.max_replicas, point.batch_size))
 }
@@ -520,6 +527,15 @@ mod tests {
             "priced per replica"
         );
         assert!(quad.latency_at_quantile_s.0 <= 0.2);
+        // A load no count of servers holds is a reason, not a wrapped counter or a panic.
+        for rate in [1e13, f64::MAX] {
+            let mut huge = input();
+            huge.arrival_rate_rps = PerSecond(rate);
+            huge.hardware[0].perf[0].concurrency = 7;
+            let result = right_size(&huge).unwrap();
+            assert!(result.cheapest.is_none(), "{result:?}");
+            assert!(result.rejected.iter().any(|r| r.reason.contains("servers would be needed")), "{result:?}");
+        }
         let mut bad = input();
         bad.hardware[0].perf[0].concurrency = 0;
         assert_eq!(right_size(&bad).unwrap_err().field, "hardware[0].perf[0].concurrency");

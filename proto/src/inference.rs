@@ -20,6 +20,11 @@ pub use pb::*;
 /// The method path of `ModelInfer`.
 pub const MODEL_INFER: &str = "/inference.GRPCInferenceService/ModelInfer";
 
+/// An answer read to its end and checked to be protobuf, with every field skipped: a load
+/// generator need not keep (nor allocate for) what the model answered.
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct Skipped {}
+
 /// Sends bytes that already are an encoded message; decodes the answer as `U`.
 #[derive(Debug)]
 pub struct PreEncoded<U>(PhantomData<fn() -> U>);

@@ -6,8 +6,8 @@
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use proto::inference::{
-    GrpcInferenceServiceClient, MODEL_INFER, ModelInferRequest, ModelInferResponse, ModelMetadataRequest, PreEncoded,
-    ServerMetadataRequest, model_infer_request::InferInputTensor,
+    GrpcInferenceServiceClient, MODEL_INFER, ModelInferRequest, ModelMetadataRequest, PreEncoded,
+    ServerMetadataRequest, Skipped, model_infer_request::InferInputTensor,
 };
 use serde_json::{Value, json};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -17,6 +17,9 @@ use super::protocol::Failure;
 
 /// Metadata answers are small: a megabyte is ample, and a hostile server gets no further.
 const MAX_METADATA: usize = 1 << 20;
+/// The largest inference answer read (tonic's default, stated): past it the request fails as
+/// `grpc_out_of_range`, and at most this much is buffered per request in flight.
+const MAX_ANSWER: usize = 4 << 20;
 
 /// The Authorization value as gRPC metadata, marked sensitive.
 pub fn authorization(value: &str) -> anyhow::Result<MetadataValue<Ascii>> {
@@ -26,16 +29,25 @@ pub fn authorization(value: &str) -> anyhow::Result<MetadataValue<Ascii>> {
     Ok(value)
 }
 
-/// One HTTP/2 connection to `base`; an error names the URL without secrets.
+/// One HTTP/2 connection to `base`, every call on it bounded by `timeout` (the load driver's
+/// own deadline from the scheduled send is shorter or equal); an error names the URL without
+/// secrets.
 pub async fn connect(base: &str, shown: &str, timeout: std::time::Duration) -> anyhow::Result<Channel> {
+    let connect = timeout.min(std::time::Duration::from_secs(10));
     let mut endpoint = tonic::transport::Endpoint::from_shared(base.to_string())
         .map_err(|_| anyhow::anyhow!("--target {shown} is not a gRPC address"))?
         .tcp_nodelay(true)
-        .connect_timeout(timeout.min(std::time::Duration::from_secs(10)));
+        .connect_timeout(connect)
+        .timeout(timeout);
     if base.starts_with("https://") {
         endpoint = endpoint.tls_config(tonic::transport::ClientTlsConfig::new().with_webpki_roots())?;
     }
-    endpoint.connect().await.map_err(|_| anyhow::anyhow!("cannot reach {shown}: connection refused or no route"))
+    // The TCP connect has its own limit; a TLS or HTTP/2 handshake that stalls needs this one.
+    match tokio::time::timeout(connect * 2, endpoint.connect()).await {
+        Ok(Ok(channel)) => Ok(channel),
+        Ok(Err(_)) => bail!("cannot reach {shown}: connection refused or no route"),
+        Err(_) => bail!("{shown} did not finish connecting within {:?}", connect * 2),
+    }
 }
 
 fn request<T>(message: T, auth: Option<&MetadataValue<Ascii>>) -> tonic::Request<T> {
@@ -89,7 +101,9 @@ pub fn infer_request(model: &str, version: Option<&str>, v2: &Value) -> anyhow::
     for (i, input) in inputs.iter().enumerate() {
         let field = |key: &str| input.get(key).with_context(|| format!("input {i} has no \"{key}\""));
         let name = field("name")?.as_str().with_context(|| format!("input {i}'s name is not text"))?;
-        let datatype = field("datatype")?.as_str().with_context(|| format!("input '{name}': datatype is not text"))?;
+        // Names and datatypes may come from the target's metadata: shown cleaned and short.
+        let shown = crate::upload::printable_within(name, 100);
+        let datatype = field("datatype")?.as_str().with_context(|| format!("input '{shown}': datatype is not text"))?;
         let shape: Vec<i64> = field("shape")?
             .as_array()
             .and_then(|dims| dims.iter().map(|d| d.as_i64().filter(|d| *d >= 0)).collect())
@@ -99,11 +113,12 @@ pub fn infer_request(model: &str, version: Option<&str>, v2: &Value) -> anyhow::
         let count = shape.iter().try_fold(1i64, |n, d| n.checked_mul(*d));
         anyhow::ensure!(
             count == Some(elements.len() as i64),
-            "input '{name}': shape {shape:?} holds {} elements, data has {}",
+            "input '{shown}': shape {shape:?} holds {} elements, data has {}",
             count.map_or("too many".into(), |c| c.to_string()),
             elements.len()
         );
-        let raw = raw_contents(datatype, &elements).with_context(|| format!("input '{name}' ({datatype})"))?;
+        let raw = raw_contents(datatype, &elements)
+            .with_context(|| format!("input '{shown}' ({})", crate::upload::printable_within(datatype, 20)))?;
         message.inputs.push(InferInputTensor { name: name.to_string(), datatype: datatype.to_string(), shape });
         message.raw_input_contents.push(raw);
     }
@@ -150,7 +165,7 @@ fn raw_contents(datatype: &str, elements: &[&Value]) -> anyhow::Result<Bytes> {
                 out.extend(u32::try_from(text.len()).map_err(|_| bad())?.to_le_bytes());
                 out.extend_from_slice(text);
             }
-            other => bail!("datatype {other} is not one the Open Inference Protocol defines"),
+            _ => bail!("that datatype is not one the Open Inference Protocol defines"),
         }
     }
     Ok(Bytes::from(out))
@@ -158,10 +173,10 @@ fn raw_contents(datatype: &str, elements: &[&Value]) -> anyhow::Result<Bytes> {
 
 /// Sends one encoded `ModelInfer` and reads the whole answer.
 pub async fn send(channel: &Channel, auth: Option<&MetadataValue<Ascii>>, body: Bytes) -> Result<(), Failure> {
-    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    let mut grpc = tonic::client::Grpc::new(channel.clone()).max_decoding_message_size(MAX_ANSWER);
     grpc.ready().await.map_err(|_| Failure::Connect)?;
     let path = tonic::codegen::http::uri::PathAndQuery::from_static(MODEL_INFER);
-    match grpc.unary(request(body, auth), path, PreEncoded::<ModelInferResponse>::default()).await {
+    match grpc.unary(request(body, auth), path, PreEncoded::<Skipped>::default()).await {
         Ok(_) => Ok(()),
         Err(status) => Err(Failure::Grpc(status.code() as i32)),
     }
