@@ -344,15 +344,6 @@ pub fn RightSizingPage() -> impl IntoView {
                 }.into_any()}
                 {view! {
                 <fieldset>
-                    <legend>"Model"</legend>
-                    <NumberField form key="parameters"/>
-                    <NumberField form key="activation"/>
-                    <NumberField form key="scale" hint="The agents time a reference model; if yours takes 40× its time per request, enter 40."/>
-                    <NumberField form key="fallback_price"/>
-                </fieldset>
-                }.into_any()}
-                {view! {
-                <fieldset>
                     <legend>"Your service"</legend>
                     // The list comes with the measured nodes, so it waits for them like the answer does.
                     <Suspense fallback=|| view! { <p class="hint">"Loading measured services…"</p> }>
@@ -365,6 +356,15 @@ pub fn RightSizingPage() -> impl IntoView {
                         <TextField form key="svc_type"/>
                         <NumberField form key="svc_price" hint="What one replica of your service costs an hour, as deployed."/>
                     </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Model"</legend>
+                    <NumberField form key="parameters"/>
+                    <NumberField form key="activation"/>
+                    <NumberField form key="scale" hint="The agents time a reference model; if yours takes 40× its time per request, enter 40."/>
+                    <NumberField form key="fallback_price"/>
                 </fieldset>
                 }.into_any()}
                 {view! {
