@@ -9,7 +9,8 @@ use futures::future::BoxFuture;
 use model::FleetView;
 
 use crate::data::{
-    CatalogView, ImportOutcome, MeasuredFleet, ReportSummaryView, ReportsView, RunView, ScenarioView, TransportRun,
+    CatalogView, ImportOutcome, MeasuredFleet, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView,
+    TransportRun,
 };
 
 /// Why page data could not be given: the HTTP status the API would answer and its message.
@@ -53,7 +54,13 @@ pub trait Backend: Send + Sync + 'static {
         query: String,
     ) -> Answer<ScenarioView>;
     /// Saved scenarios, newest first.
-    fn scenarios(&self, headers: http::HeaderMap) -> Answer<Vec<ScenarioView>>;
+    fn scenarios(&self, headers: http::HeaderMap) -> Answer<ScenarioList>;
+    /// One saved scenario.
+    fn scenario(&self, headers: http::HeaderMap, id: String) -> Answer<ScenarioView>;
+    /// Gives a saved scenario a new name.
+    fn rename_scenario(&self, headers: http::HeaderMap, id: String, name: String) -> Answer<ScenarioView>;
+    /// Deletes a saved scenario.
+    fn delete_scenario(&self, headers: http::HeaderMap, id: String) -> Answer<()>;
     /// The current price catalog.
     fn price_catalog(&self, headers: http::HeaderMap) -> Answer<CatalogView>;
     /// Replaces the price catalog with a CSV.

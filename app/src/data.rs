@@ -129,6 +129,14 @@ impl ScenarioView {
     }
 }
 
+/// The Scenarios page: every saved scenario, and whether the caller may rename and delete them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioList {
+    pub items: Vec<ScenarioView>,
+    /// Roles planner and above.
+    pub can_edit: bool,
+}
+
 /// The page a kind of scenario belongs to.
 pub fn page_of(kind: &str) -> &'static str {
     match kind {
@@ -241,8 +249,26 @@ pub async fn save_scenario(kind: String, name: String, query: String) -> Result<
 
 /// Every saved scenario, newest first.
 #[server(prefix = "/srv", endpoint = "scenarios")]
-pub async fn scenarios() -> Result<Vec<ScenarioView>, ServerFnError> {
+pub async fn scenarios() -> Result<ScenarioList, ServerFnError> {
     backend().0.scenarios(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// One saved scenario.
+#[server(prefix = "/srv", endpoint = "scenario")]
+pub async fn scenario(id: String) -> Result<ScenarioView, ServerFnError> {
+    backend().0.scenario(headers().await?, id).await.map_err(crate::backend::page_error)
+}
+
+/// Gives a saved scenario a new name (role planner or above).
+#[server(prefix = "/srv", endpoint = "rename_scenario")]
+pub async fn rename_scenario(id: String, name: String) -> Result<ScenarioView, ServerFnError> {
+    backend().0.rename_scenario(headers().await?, id, name).await.map_err(crate::backend::page_error)
+}
+
+/// Deletes a saved scenario (role planner or above).
+#[server(prefix = "/srv", endpoint = "delete_scenario")]
+pub async fn delete_scenario(id: String) -> Result<(), ServerFnError> {
+    backend().0.delete_scenario(headers().await?, id).await.map_err(crate::backend::page_error)
 }
 
 /// The current price catalog.

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod charts;
+pub mod compare;
 pub mod data;
 pub mod fleet;
 pub mod form;
@@ -61,6 +62,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/transport") view=|| view! { <Shell><transport_page::TransportPage/></Shell> }/>
                 <Route path=path!("/runs/:id") view=|| view! { <Shell><run_page::RunPageView/></Shell> }/>
                 <Route path=path!("/scenarios") view=|| view! { <Shell><scenarios::ScenariosPage/></Shell> }/>
+                <Route path=path!("/scenarios/compare") view=|| view! { <Shell><compare::ComparePage/></Shell> }/>
                 <Route path=path!("/reports") view=|| view! { <Shell><reports_page::ReportsPage/></Shell> }/>
                 <Route path=path!("/admin") view=|| view! { <Shell><admin::AdminPage/></Shell> }/>
             </Routes>

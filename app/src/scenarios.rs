@@ -6,7 +6,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use model::format::utc_minute;
 
-use crate::data::{ScenarioView, page_of, save_scenario, scenarios};
+use crate::data::{ScenarioView, delete_scenario, page_of, rename_scenario, save_scenario, scenarios};
 use crate::form::Form;
 
 /// Most characters in a scenario's name.
@@ -55,48 +55,121 @@ pub fn clean(err: &ServerFnError) -> String {
 #[component]
 pub fn ScenariosPage() -> impl IntoView {
     let list = Resource::new(|| (), |_| scenarios());
+    let changed = Callback::new(move |()| list.refetch());
     view! {
         <Title text="Scenarios · Headroom"/>
         <h1>"Scenarios"</h1>
-        <p class="lede">"Saved planner and right-sizing inputs. Opening one fills the page with its inputs; the address can be shared."</p>
+        <p class="lede">"Saved planner and right-sizing inputs. Opening one fills the page with its inputs; the address can be shared. Pick two to see what changed between them."</p>
         <Suspense fallback=|| view! { <p>"Loading scenarios…"</p> }>
             {move || Suspend::new(async move {
                 match list.await {
                     Err(err) => view! { <p class="error">{format!("Could not load scenarios: {}", clean(&err))}</p> }.into_any(),
-                    Ok(items) if items.is_empty() => view! {
+                    Ok(l) if l.items.is_empty() => view! {
                         <p class="notice">"No scenario saved yet. Save one from the "<a href="/planner">"Planner"</a>" or "<a href="/right-sizing">"Right-sizing"</a>" page."</p>
                     }.into_any(),
-                    Ok(items) => view! { <ScenarioTable items/> }.into_any(),
+                    Ok(l) => view! { <ScenarioTable items=l.items can_edit=l.can_edit changed/> }.into_any(),
                 }
             })}
         </Suspense>
     }
 }
 
+/// The list, inside a plain GET form to the comparison (so comparing works before the bundle
+/// loads): the newest two are picked as B and A.
 #[component]
-fn ScenarioTable(items: Vec<ScenarioView>) -> impl IntoView {
+fn ScenarioTable(items: Vec<ScenarioView>, can_edit: bool, changed: Callback<()>) -> impl IntoView {
+    let comparable = items.len() >= 2;
     view! {
-        <div tabindex="0" class="table-wrap">
-            <table class="scenarios">
-                <thead><tr><th>"Name"</th><th>"Page"</th><th class="num">"Requests per month"</th><th class="num">"Cost per request"</th><th>"Saved by"</th><th>"Saved"</th></tr></thead>
-                <tbody>
-                    {items.into_iter().map(|s| {
-                        let page = if page_of(&s.kind) == "/planner" { "Planner" } else { "Right-sizing" };
-                        let (volume, cost) = key_figures(&s);
-                        view! {
-                            <tr>
-                                <td><a href=s.url() rel="external">{s.name.clone()}</a></td>
-                                <td>{page}</td>
-                                <td class="num" data-out="volume">{volume}</td>
-                                <td class="num" data-out="cost">{cost}</td>
-                                <td>{s.created_by.clone().unwrap_or_else(|| "—".into())}</td>
-                                <td>{utc_minute(s.created_at_ms)}</td>
-                            </tr>
-                        }
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <form method="get" action="/scenarios/compare" class="compare-form">
+            <div tabindex="0" class="table-wrap">
+                <table class="scenarios stack">
+                    <thead><tr>
+                        {comparable.then(|| view! { <th scope="col"><abbr title="compare from">"A"</abbr></th><th scope="col"><abbr title="compare to">"B"</abbr></th> })}
+                        <th scope="col">"Name"</th><th scope="col">"Page"</th><th scope="col" class="num">"Requests per month"</th><th scope="col" class="num">"Cost per request"</th><th scope="col">"Saved by"</th><th scope="col">"Saved"</th>
+                        {can_edit.then(|| view! { <th scope="col">"Change"</th> })}
+                    </tr></thead>
+                    <tbody>
+                        {items.into_iter().enumerate().map(|(i, s)| view! { <ScenarioRow s index=i comparable can_edit changed/> }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            {comparable.then(|| view! { <p><button type="submit" class="primary">"Compare A with B"</button></p> })}
+        </form>
+    }
+}
+
+/// What a row's change cell shows.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Idle,
+    Renaming,
+    Confirming,
+}
+
+#[component]
+fn ScenarioRow(s: ScenarioView, index: usize, comparable: bool, can_edit: bool, changed: Callback<()>) -> impl IntoView {
+    let page = if page_of(&s.kind) == "/planner" { "Planner" } else { "Right-sizing" };
+    let (volume, cost) = key_figures(&s);
+    let mode = RwSignal::new(Mode::Idle);
+    let new_name = RwSignal::new(s.name.clone());
+    let rename = Action::new(|(id, name): &(String, String)| rename_scenario(id.clone(), name.clone()));
+    let delete = Action::new(|id: &String| delete_scenario(id.clone()));
+    Effect::new(move || {
+        if matches!(rename.value().get(), Some(Ok(_))) || matches!(delete.value().get(), Some(Ok(()))) {
+            changed.run(());
+        }
+    });
+    let failure = move || match (rename.value().get(), delete.value().get()) {
+        (Some(Err(e)), _) => Some(format!("Not renamed: {}", clean(&e))),
+        (_, Some(Err(e))) => Some(format!("Not deleted: {}", clean(&e))),
+        _ => None,
+    };
+    let (id, name) = (s.id.clone(), s.name.clone());
+    let stored = StoredValue::new((id.clone(), name.clone()));
+    let actions = can_edit.then(|| {
+        view! {
+            <td class="actions">
+                {move || match mode.get() {
+                    Mode::Idle => view! {
+                        <button type="button" class="link" on:click=move |_| mode.set(Mode::Renaming)>"Rename"</button>
+                        " "
+                        <button type="button" class="link danger" on:click=move |_| mode.set(Mode::Confirming)>"Delete"</button>
+                    }.into_any(),
+                    Mode::Confirming => view! {
+                        <span role="alert">{format!("Delete “{}”? ", stored.with_value(|(_, n)| n.clone()))}</span>
+                        <button type="button" class="link danger" disabled=move || delete.pending().get()
+                            on:click=move |_| { delete.dispatch(stored.with_value(|(id, _)| id.clone())); }>"Yes, delete"</button>
+                        " "
+                        <button type="button" class="link" on:click=move |_| mode.set(Mode::Idle)>"Keep"</button>
+                    }.into_any(),
+                    Mode::Renaming => view! {
+                        <input type="text" class="rename" maxlength=MAX_NAME.to_string() aria-label="New name"
+                            prop:value=move || new_name.get() on:input=move |ev| new_name.set(event_target_value(&ev))/>
+                        " "
+                        <button type="button" class="link" disabled=move || new_name.get().trim().is_empty() || rename.pending().get()
+                            on:click=move |_| { rename.dispatch((stored.with_value(|(id, _)| id.clone()), new_name.get_untracked())); }>"Save"</button>
+                        " "
+                        <button type="button" class="link" on:click=move |_| mode.set(Mode::Idle)>"Cancel"</button>
+                    }.into_any(),
+                }}
+                {move || failure().map(|text| view! { <p class="error" role="alert">{text}</p> })}
+            </td>
+        }
+    });
+    view! {
+        <tr>
+            {comparable.then(|| view! {
+                <td data-label="A"><input type="radio" name="a" value=id.clone() checked=index == 1 aria-label=format!("Compare from {name}")/></td>
+                <td data-label="B"><input type="radio" name="b" value=id.clone() checked=index == 0 aria-label=format!("Compare to {name}")/></td>
+            })}
+            <td data-label="Name"><a href=s.url() rel="external">{s.name.clone()}</a></td>
+            <td data-label="Page">{page}</td>
+            <td class="num" data-out="volume" data-label="Requests per month">{volume}</td>
+            <td class="num" data-out="cost" data-label="Cost per request">{cost}</td>
+            <td data-label="Saved by">{s.created_by.clone().unwrap_or_else(|| "—".into())}</td>
+            <td data-label="Saved">{utc_minute(s.created_at_ms)}</td>
+            {actions}
+        </tr>
     }
 }
 

@@ -2,6 +2,7 @@
 //! validation, formatting shared by server and browser, and the planning model. No IO, no
 //! async; this crate builds for `wasm32-unknown-unknown`.
 
+pub mod attribution;
 pub mod calendar;
 pub mod checks;
 pub mod cost;

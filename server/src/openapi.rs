@@ -14,7 +14,8 @@ use crate::api;
     paths(api::runs::create, api::runs::list, api::runs::get_one, api::nodes::list, api::agents::list, api::session::me,
         api::model::amortization, api::model::break_even, api::model::replicas, api::model::right_size,
         api::model::memory_fit, api::model::transport, api::model::uncertainty,
-        api::scenarios::create_json, api::scenarios::list, api::scenarios::get_one,
+        api::scenarios::create_json, api::scenarios::list, api::scenarios::get_one, api::scenarios::rename_json,
+        api::scenarios::delete_json,
         api::prices::export, api::prices::import, api::prices::versions,
         api::reports::create, api::reports::list, api::reports::get_one),
     modifiers(&BearerAuth, &ModelExamples)

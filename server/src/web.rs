@@ -6,7 +6,7 @@ use std::sync::Arc;
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
     CatalogView, ImportOutcome, MeasuredFleet, MeasuredNode, MeasuredService, PriceRowView, ReportSummaryView,
-    ReportsView, RunView, ScenarioView, TransportRun, TrendPoint,
+    ReportsView, RunView, ScenarioList, ScenarioView, TransportRun, TrendPoint,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -189,8 +189,29 @@ impl Backend for WebBackend {
         })
     }
 
-    fn scenarios(&self, headers: HeaderMap) -> Answer<Vec<ScenarioView>> {
-        self.answer(headers, Role::Viewer, |store, caller| async move { api::scenarios::all(&store, &caller).await })
+    fn scenarios(&self, headers: HeaderMap) -> Answer<ScenarioList> {
+        self.answer(headers, Role::Viewer, |store, caller| async move {
+            let items = api::scenarios::all(&store, &caller).await?;
+            Ok(ScenarioList { items, can_edit: caller.require(Role::Planner).is_ok() })
+        })
+    }
+
+    fn scenario(&self, headers: HeaderMap, id: String) -> Answer<ScenarioView> {
+        self.answer(headers, Role::Viewer, move |store, caller| async move {
+            api::scenarios::one(&store, &caller, &id).await
+        })
+    }
+
+    fn rename_scenario(&self, headers: HeaderMap, id: String, name: String) -> Answer<ScenarioView> {
+        self.answer(headers, Role::Planner, move |store, caller| async move {
+            api::scenarios::rename(&store, &caller, &id, &name).await
+        })
+    }
+
+    fn delete_scenario(&self, headers: HeaderMap, id: String) -> Answer<()> {
+        self.answer(headers, Role::Planner, move |store, caller| async move {
+            api::scenarios::delete(&store, &caller, &id).await
+        })
     }
 
     fn price_catalog(&self, headers: HeaderMap) -> Answer<CatalogView> {

@@ -146,7 +146,7 @@ fn expected(route: &Route, caller: &CallerSpec) -> Expect {
 /// Every route, with the role it needs (derived from `Caller::require` in each handler, the
 /// page-data `Backend` methods in `web.rs`, `require_sign_in`, the gRPC `authenticate` layer, and
 /// the README's table).
-fn routes(run_id: &str, scenario_id: &str, report_id: &str) -> Vec<Route> {
+fn routes(run_id: &str, scenario_id: &str, [doomed_id, doomed_page_id]: [&str; 2], report_id: &str) -> Vec<Route> {
     use Kind::{Api, Grpc, Page};
     use Need::{Agent, Anyone, MetricsOrAdmin, Person};
     const VIEWER: Need = Person(Role::Viewer);
@@ -183,6 +183,17 @@ fn routes(run_id: &str, scenario_id: &str, report_id: &str) -> Vec<Route> {
         route("GET", "/api/v1/scenarios", VIEWER, Api, Body::None, OK),
         route("GET", format!("/api/v1/scenarios/{scenario_id}"), VIEWER, Api, Body::None, OK),
         route("POST", "/api/v1/scenarios", PLANNER, Api, Body::Json(scenario), CREATED),
+        route(
+            "PATCH",
+            format!("/api/v1/scenarios/{scenario_id}"),
+            PLANNER,
+            Api,
+            Body::Json(json!({"name": "roles renamed"}).to_string()),
+            OK,
+        ),
+        // The first caller let in deletes it; later ones find nothing (the role is checked first,
+        // so a 404 is also an answer only a caller let in gets).
+        route("DELETE", format!("/api/v1/scenarios/{doomed_id}"), PLANNER, Api, Body::None, &[204, 404]),
         route("GET", "/api/v1/prices", VIEWER, Api, Body::None, OK),
         route("GET", "/api/v1/prices/versions", VIEWER, Api, Body::None, OK),
         route("POST", "/api/v1/prices", FINANCE, Api, Body::Csv(catalog.clone()), CREATED),
@@ -207,6 +218,9 @@ fn routes(run_id: &str, scenario_id: &str, report_id: &str) -> Vec<Route> {
     for page in ["/fleet", "/planner", "/right-sizing", "/transport", "/scenarios", "/reports", "/admin"] {
         routes.push(route("GET", page, VIEWER, Page, Body::None, OK));
     }
+    for page in [format!("/scenarios/compare?a={scenario_id}&b={scenario_id}")] {
+        routes.push(route("GET", page, VIEWER, Page, Body::None, OK));
+    }
     routes.push(route("GET", format!("/runs/{run_id}"), VIEWER, Page, Body::None, OK));
     // Leptos' <Redirect> answers 200 with `Location: /fleet` (see the check in the test).
     routes.push(route("GET", "/", VIEWER, Page, Body::None, OK));
@@ -217,6 +231,8 @@ fn routes(run_id: &str, scenario_id: &str, report_id: &str) -> Vec<Route> {
         ("transport_runs", VIEWER, form(&[])),
         ("run_page", VIEWER, form(&[("run_id", run_id)])),
         ("scenarios", VIEWER, form(&[])),
+        ("scenario", VIEWER, form(&[("id", scenario_id)])),
+        ("rename_scenario", PLANNER, form(&[("id", scenario_id), ("name", "roles page rename")])),
         ("price_catalog", VIEWER, form(&[])),
         ("save_scenario", PLANNER, form(&[("kind", "planner"), ("name", "roles page scenario"), ("query", "")])),
         ("import_prices", FINANCE, form(&[("csv", catalog.as_str())])),
@@ -229,6 +245,8 @@ fn routes(run_id: &str, scenario_id: &str, report_id: &str) -> Vec<Route> {
     ] {
         routes.push(route("POST", format!("/srv/{endpoint}"), need, Api, body, OK));
     }
+    // Like the API's DELETE: the first caller let in deletes, later ones get 404.
+    routes.push(route("POST", "/srv/delete_scenario", PLANNER, Api, form(&[("id", doomed_page_id)]), &[200, 404]));
     // gRPC ingest.
     routes.push(route("POST", "/headroom.v1.Ingest/UploadRun", Agent, Grpc, Body::None, &[]));
     // Last: signing out ends the session cookies the callers hold.
@@ -469,6 +487,13 @@ async fn every_route_answers_each_caller_within_its_role() {
         let scenario = json!({"kind": "planner", "name": "roles setup", "inputs": {}}).to_string();
         let (status, scenario) = common::post(&app, Some(&planner), "/api/v1/scenarios", scenario).await;
         assert_eq!(status, StatusCode::CREATED, "{scenario}");
+        let mut doomed = Vec::new();
+        for name in ["roles doomed", "roles doomed page"] {
+            let body = json!({"kind": "planner", "name": name, "inputs": {}}).to_string();
+            let (status, saved) = common::post(&app, Some(&planner), "/api/v1/scenarios", body).await;
+            assert_eq!(status, StatusCode::CREATED, "{saved}");
+            doomed.push(saved["id"].as_str().unwrap().to_string());
+        }
         let finance = app.user_token(Role::Finance).await;
         let report = json!({"name": SECRET_REPORT, "from": "2026-10-01", "to": "2026-10-31",
             "deployments": [{"name": "setup", "serving_cost_per_request_usd": 0.00001, "requests_per_month": 1000}]});
@@ -478,7 +503,12 @@ async fn every_route_answers_each_caller_within_its_role() {
             .await
             .unwrap();
 
-        let routes = routes(&run_id, scenario["id"].as_str().unwrap(), report["id"].as_str().unwrap());
+        let routes = routes(
+            &run_id,
+            scenario["id"].as_str().unwrap(),
+            [&doomed[0], &doomed[1]],
+            report["id"].as_str().unwrap(),
+        );
         let callers = callers(&app, &agent).await;
         let mut matrix: Vec<(String, Vec<String>)> = Vec::new();
         let mut calls = 0;

@@ -90,3 +90,89 @@ async fn wrong_scenarios_are_refused_with_the_field_named_and_nothing_stored() {
         db.drop_database().await;
     }
 }
+
+async fn send(
+    app: &common::TestApp,
+    method: reqwest::Method,
+    token: Option<&str>,
+    path: &str,
+    body: Option<String>,
+) -> (StatusCode, Value) {
+    let mut request = app.http.request(method, app.url(path));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.header("content-type", "application/json").body(body);
+    }
+    let response = request.send().await.expect("send");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn any_planner_renames_and_deletes_a_scenario_and_a_viewer_cannot() {
+    use reqwest::Method;
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let planner = app.user_token(Role::Planner).await;
+        let viewer = app.user_token(Role::Viewer).await;
+        let admin = app.user_token(Role::Admin).await;
+        let body = json!({"kind": "planner", "name": "Q3 launch", "inputs": {"requests": "123M"}});
+        let (_, saved) = post(&app, Some(&planner), "/api/v1/scenarios", body.to_string()).await;
+        let id = saved["id"].as_str().unwrap().to_string();
+        let path = format!("/api/v1/scenarios/{id}");
+        let rename = |name: &str| Some(json!({ "name": name }).to_string());
+
+        // A viewer may neither rename nor delete; nothing changes.
+        let (status, _) = send(&app, Method::PATCH, Some(&viewer), &path, rename("viewer's")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        let (status, _) = send(&app, Method::DELETE, Some(&viewer), &path, None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        let (status, _) = send(&app, Method::DELETE, None, &path, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+        // Wrong names are refused with the field named, and the name stays.
+        for (name, field) in [("  ", "name"), (&*"x".repeat(121), "name")] {
+            let (status, answer) = send(&app, Method::PATCH, Some(&planner), &path, rename(name)).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+            assert_eq!(answer["field"], field);
+        }
+        let (status, _) =
+            send(&app, Method::PATCH, Some(&planner), &path, Some(r#"{"name": "x", "inputs": {}}"#.into())).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "unknown fields are refused");
+        let (status, _) = send(&app, Method::PATCH, Some(&planner), &path, Some("{\"name\": ".into())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let (_, one) = get(&app, &viewer, &path).await;
+        assert_eq!(one["name"], "Q3 launch");
+
+        // A name with markup is kept as text; the inputs and the query stay as saved.
+        let (status, renamed) =
+            send(&app, Method::PATCH, Some(&admin), &path, rename(" </textarea><script>x</script> ")).await;
+        assert_eq!(status, StatusCode::OK, "{renamed}");
+        assert_eq!(renamed["name"], "</textarea><script>x</script>");
+        assert_eq!(renamed["query"], saved["query"]);
+        assert_eq!(renamed["created_by"], saved["created_by"], "who saved it does not change");
+        let (_, one) = get(&app, &viewer, &path).await;
+        assert_eq!(one, renamed);
+
+        // Unknown ids are 404 for both.
+        let (status, _) = send(&app, Method::PATCH, Some(&planner), "/api/v1/scenarios/nope", rename("x")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, _) = send(&app, Method::DELETE, Some(&planner), "/api/v1/scenarios/nope", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+
+        // Another planner deletes it: gone from the list and from its own address; twice is 404.
+        let other = app.user_token(Role::Planner).await;
+        let (status, _) = send(&app, Method::DELETE, Some(&other), &path, None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let (status, _) = get(&app, &viewer, &path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (_, list) = get(&app, &viewer, "/api/v1/scenarios").await;
+        assert_eq!(list, json!([]));
+        let (status, _) = send(&app, Method::DELETE, Some(&other), &path, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        app.stop().await;
+        db.drop_database().await;
+    }
+}

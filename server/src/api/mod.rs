@@ -5,7 +5,7 @@
 //! | `POST /api/v1/runs` | agent token |
 //! | `GET /api/v1/runs`, `GET /api/v1/runs/{id}`, `GET /api/v1/nodes`, `GET /api/v1/me` | viewer |
 //! | `GET /api/v1/scenarios`, `GET /api/v1/scenarios/{id}` | viewer |
-//! | `POST /api/v1/scenarios` | planner |
+//! | `POST /api/v1/scenarios`, `PATCH /api/v1/scenarios/{id}` (rename), `DELETE /api/v1/scenarios/{id}` | planner |
 //! | `GET /api/v1/prices`, `GET /api/v1/prices/versions` | viewer |
 //! | `POST /api/v1/prices` (CSV) | finance |
 //! | `POST /api/v1/reports`, `GET /api/v1/reports`, `GET /api/v1/reports/{id}[.csv|.xlsx|.parquet]` | finance |

@@ -1,5 +1,7 @@
-//! Saved scenarios: planner and right-sizing inputs under a name (role planner to save, viewer
-//! to read). The pages save through the same [`create`] as the API.
+//! Saved scenarios: planner and right-sizing inputs under a name (role planner to save, rename
+//! and delete, viewer to read). Scenarios belong to the team, not to who saved them: anyone who
+//! may save may rename or delete any of them, as an editor may any dashboard in Grafana. The
+//! pages call the same [`create`], [`rename`] and [`delete`] as the API.
 
 use std::collections::BTreeMap;
 
@@ -28,7 +30,10 @@ const LIST_LIMIT: u32 = 500;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/scenarios", get(list).post(create_json).layer(DefaultBodyLimit::max(MAX_SCENARIO_BYTES)))
-        .route("/api/v1/scenarios/{id}", get(get_one))
+        .route(
+            "/api/v1/scenarios/{id}",
+            get(get_one).patch(rename_json).delete(delete_json).layer(DefaultBodyLimit::max(MAX_SCENARIO_BYTES)),
+        )
 }
 
 /// A scenario to save.
@@ -55,16 +60,58 @@ pub async fn create(store: &Store, caller: &Caller, new: NewScenario) -> Result<
     caller.require(Role::Planner)?;
     let user_id = caller.user_id().ok_or_else(|| ApiError::Forbidden("only people save scenarios".into()))?;
     let fields = fields_of(&new.kind)?;
-    let name = new.name.trim();
-    if name.is_empty() {
-        return Err(FieldError::new("name", "must not be empty").into());
-    }
-    if name.chars().count() > app::scenarios::MAX_NAME {
-        return Err(FieldError::new("name", format!("must be at most {} characters", app::scenarios::MAX_NAME)).into());
-    }
+    let name = checked_name(&new.name)?;
     validate(fields, &new.inputs).map_err(|(key, reason)| FieldError::new(format!("inputs.{key}"), reason))?;
     let record = store.insert_scenario(&new.kind, name, &new.inputs, user_id).await?;
     view(&record)
+}
+
+/// A scenario's name, trimmed, once it is neither empty nor too long.
+fn checked_name(name: &str) -> Result<&str, FieldError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(FieldError::new("name", "must not be empty"));
+    }
+    if name.chars().count() > app::scenarios::MAX_NAME {
+        return Err(FieldError::new("name", format!("must be at most {} characters", app::scenarios::MAX_NAME)));
+    }
+    Ok(name)
+}
+
+/// A new name for a scenario.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rename {
+    pub name: String,
+}
+
+/// Renames a scenario (role planner).
+pub async fn rename(store: &Store, caller: &Caller, id: &str, name: &str) -> Result<ScenarioView, ApiError> {
+    caller.require(Role::Planner)?;
+    let name = checked_name(name)?;
+    let record = store.rename_scenario(id, name).await?.ok_or_else(|| not_found(id))?;
+    tracing::info!(scenario = id, by = caller.require(Role::Planner)?.0, "scenario renamed");
+    view(&record)
+}
+
+/// Deletes a scenario (role planner).
+pub async fn delete(store: &Store, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    caller.require(Role::Planner)?;
+    if !store.delete_scenario(id).await? {
+        return Err(not_found(id));
+    }
+    tracing::info!(scenario = id, by = caller.require(Role::Planner)?.0, "scenario deleted");
+    Ok(())
+}
+
+/// One scenario (role viewer).
+pub async fn one(store: &Store, caller: &Caller, id: &str) -> Result<ScenarioView, ApiError> {
+    caller.require(Role::Viewer)?;
+    view(&store.scenario(id).await?.ok_or_else(|| not_found(id))?)
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("no scenario {id}"))
 }
 
 pub fn view(record: &ScenarioRecord) -> Result<ScenarioView, ApiError> {
@@ -117,7 +164,35 @@ pub async fn get_one(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<ScenarioView>, ApiError> {
-    caller.require(Role::Viewer)?;
-    let record = state.store.scenario(&id).await?.ok_or_else(|| ApiError::NotFound(format!("no scenario {id}")))?;
-    Ok(Json(view(&record)?))
+    Ok(Json(one(&state.store, &caller, &id).await?))
+}
+
+/// Renames a scenario.
+#[utoipa::path(patch, path = "/api/v1/scenarios/{id}", tag = "scenarios", request_body = Rename,
+    responses((status = 200, description = "renamed; the body is the scenario"),
+        (status = 400, description = "malformed JSON"), (status = 401), (status = 403), (status = 404),
+        (status = 413, description = "body over 64 KiB"),
+        (status = 422, description = "the name is empty or too long; `field` names it")))]
+pub async fn rename_json(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ScenarioView>, ApiError> {
+    caller.require(Role::Planner)?;
+    let Rename { name } = json::from_body(&headers, body)?;
+    Ok(Json(rename(&state.store, &caller, &id, &name).await?))
+}
+
+/// Deletes a scenario.
+#[utoipa::path(delete, path = "/api/v1/scenarios/{id}", tag = "scenarios",
+    responses((status = 204, description = "deleted"), (status = 401), (status = 403), (status = 404)))]
+pub async fn delete_json(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    delete(&state.store, &caller, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

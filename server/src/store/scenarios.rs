@@ -62,6 +62,27 @@ impl Store {
             .await?)
     }
 
+    /// Gives a scenario a new name; `None` when there is no such scenario.
+    pub async fn rename_scenario(&self, id: &str, name: &str) -> anyhow::Result<Option<ScenarioRecord>> {
+        let done = sqlx::query("UPDATE scenarios SET name = $1, updated_at_ms = $2 WHERE id = $3")
+            .bind(name)
+            .bind(now_ms())
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.scenario(id).await
+    }
+
+    /// Deletes a scenario; whether there was one. Reports built from it keep their own copy of
+    /// its figures and its id.
+    pub async fn delete_scenario(&self, id: &str) -> anyhow::Result<bool> {
+        let done = sqlx::query("DELETE FROM scenarios WHERE id = $1").bind(id).execute(&self.pool).await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Newest first.
     pub async fn list_scenarios(&self, limit: u32) -> anyhow::Result<Vec<ScenarioRecord>> {
         Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
