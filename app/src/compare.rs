@@ -30,12 +30,15 @@ impl InputRow {
     }
 }
 
+/// A side's plan, or every reason it has none.
+pub type Planned = Result<Plan, Vec<String>>;
+
 /// Two scenarios of one page compared.
 #[derive(Debug, Clone)]
 pub struct Comparison {
     pub inputs: Vec<InputRow>,
     /// Planner scenarios: each side's plan, or why it has none.
-    pub plans: Option<(Result<Plan, Vec<String>>, Result<Plan, Vec<String>>)>,
+    pub plans: Option<(Planned, Planned)>,
     /// Planner scenarios whose plans both exist: cost per request from A to B, input by input.
     pub cost: Option<Breakdown<&'static str>>,
 }
@@ -160,7 +163,10 @@ fn Compared(a: ScenarioView, b: ScenarioView) -> impl IntoView {
 }
 
 #[component]
-fn Answers(plans: (Result<Plan, Vec<String>>, Result<Plan, Vec<String>>), cost: Option<Breakdown<&'static str>>) -> impl IntoView {
+fn Answers(
+    plans: (Result<Plan, Vec<String>>, Result<Plan, Vec<String>>),
+    cost: Option<Breakdown<&'static str>>,
+) -> impl IntoView {
     let (pa, pb) = match plans {
         (Ok(pa), Ok(pb)) => (pa, pb),
         (a, b) => {
@@ -180,7 +186,13 @@ fn Answers(plans: (Result<Plan, Vec<String>>, Result<Plan, Vec<String>>), cost: 
         let mut rows = vec![
             ("Requests per month", count(pa.requests), count(pb.requests), {
                 let d = pb.requests - pa.requests;
-                if d > 0.0 { format!("+{}", count(d)) } else if d < 0.0 { format!("−{}", count(-d)) } else { "0".into() }
+                if d > 0.0 {
+                    format!("+{}", count(d))
+                } else if d < 0.0 {
+                    format!("−{}", count(-d))
+                } else {
+                    "0".into()
+                }
             }),
             money("Serving per request", &|p| p.serving),
             money("Training per request", &|p| p.baseline.training_cost_per_request_usd.0),
@@ -255,20 +267,32 @@ mod tests {
     #[test]
     fn the_seed_scenarios_differ_by_volume_and_serving_and_the_parts_say_how_much_each() {
         owned(|| {
-        // $1,000 training a month at 1M requests and $0.01 serving, against 2M requests at $0.004.
-        let a = inputs(&[("requests", "1M"), ("training", "1000"), ("retrains", "1"), ("serving", "0.01"), ("optimize", "0")]);
-        let b = inputs(&[("requests", "2M"), ("training", "1000"), ("retrains", "1"), ("serving", "0.004"), ("optimize", "0")]);
-        let c = compare(PLANNER, &a, &b);
-        let changed: Vec<&str> = c.inputs.iter().filter(|r| r.changed()).map(|r| r.key).collect();
-        assert_eq!(changed, vec!["requests", "serving"]);
-        let d = c.cost.expect("both plans exist");
-        assert!((d.from - 0.011).abs() < 1e-12, "{}", d.from);
-        assert!((d.to - 0.0045).abs() < 1e-12, "{}", d.to);
-        // Requests first (the Planner's order): training per request halves, $0.001 → $0.0005.
-        assert_eq!(d.parts[0].inputs, vec!["requests"]);
-        assert!((d.parts[0].change + 0.0005).abs() < 1e-12);
-        assert_eq!(d.parts[1].inputs, vec!["serving"]);
-        assert!((d.parts[1].change + 0.006).abs() < 1e-12);
+            // $1,000 training a month at 1M requests and $0.01 serving, against 2M requests at $0.004.
+            let a = inputs(&[
+                ("requests", "1M"),
+                ("training", "1000"),
+                ("retrains", "1"),
+                ("serving", "0.01"),
+                ("optimize", "0"),
+            ]);
+            let b = inputs(&[
+                ("requests", "2M"),
+                ("training", "1000"),
+                ("retrains", "1"),
+                ("serving", "0.004"),
+                ("optimize", "0"),
+            ]);
+            let c = compare(PLANNER, &a, &b);
+            let changed: Vec<&str> = c.inputs.iter().filter(|r| r.changed()).map(|r| r.key).collect();
+            assert_eq!(changed, vec!["requests", "serving"]);
+            let d = c.cost.expect("both plans exist");
+            assert!((d.from - 0.011).abs() < 1e-12, "{}", d.from);
+            assert!((d.to - 0.0045).abs() < 1e-12, "{}", d.to);
+            // Requests first (the Planner's order): training per request halves, $0.001 → $0.0005.
+            assert_eq!(d.parts[0].inputs, vec!["requests"]);
+            assert!((d.parts[0].change + 0.0005).abs() < 1e-12);
+            assert_eq!(d.parts[1].inputs, vec!["serving"]);
+            assert!((d.parts[1].change + 0.006).abs() < 1e-12);
         });
     }
 

@@ -289,8 +289,14 @@ pub async fn reports_page() -> Result<ReportsView, ServerFnError> {
     backend().0.reports(headers().await?).await.map_err(crate::backend::page_error)
 }
 
-/// Builds a report for `from`..=`to` with one deployment per saved planner scenario.
+/// Builds a report for `from`..=`to` with one deployment per saved planner scenario, each
+/// charged to `team` (none when empty).
 #[server(prefix = "/srv", endpoint = "report_from_scenarios")]
-pub async fn report_from_scenarios(name: String, from: String, to: String) -> Result<ReportSummaryView, ServerFnError> {
-    backend().0.report_from_scenarios(headers().await?, name, from, to).await.map_err(crate::backend::page_error)
+pub async fn report_from_scenarios(
+    name: String,
+    team: String,
+    from: String,
+    to: String,
+) -> Result<ReportSummaryView, ServerFnError> {
+    backend().0.report_from_scenarios(headers().await?, name, team, from, to).await.map_err(crate::backend::page_error)
 }

@@ -13,8 +13,8 @@ use crate::scenarios::clean;
 
 #[component]
 pub fn ReportsPage() -> impl IntoView {
-    let build = Action::new(|(name, from, to): &(String, String, String)| {
-        report_from_scenarios(name.clone(), from.clone(), to.clone())
+    let build = Action::new(|(name, team, from, to): &(String, String, String, String)| {
+        report_from_scenarios(name.clone(), team.clone(), from.clone(), to.clone())
     });
     let data = Resource::new(move || build.version().get(), |_| reports_page());
     view! {
@@ -32,11 +32,12 @@ pub fn ReportsPage() -> impl IntoView {
     }
 }
 
-type Build = Action<(String, String, String), Result<crate::data::ReportSummaryView, ServerFnError>>;
+type Build = Action<(String, String, String, String), Result<crate::data::ReportSummaryView, ServerFnError>>;
 
 #[component]
 fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
     let name = RwSignal::new("Monthly cost".to_string());
+    let team = RwSignal::new(String::new());
     // Finance reports a closed month: the last one by default.
     let (first, last) = crate::today().previous_month();
     let from = RwSignal::new(first.to_string());
@@ -88,13 +89,14 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
         {(v.others > 0).then(|| view! { <p class="note">{format!("{} smaller deployments are in the downloads.", v.others)}</p> })}
         <div class="card">
             <h2>"New report from saved scenarios"</h2>
-            <p class="hint">{format!("Each saved Planner scenario ({} saved) becomes one line of the report: its requests, training and serving cost over the days chosen, and its distillation option as a possible saving. Amounts are in US dollars, rounded to cents in the files, with the exact figure kept beside them.", v.planner_scenarios)}</p>
+            <p class="hint">{format!("Each saved Planner scenario ({} saved) becomes one line of the report: its requests, training and serving cost over the days chosen, and its distillation option as a possible saving, charged to the team you name (or to no team). Amounts are in US dollars, rounded to cents in the files, with the exact figure kept beside them.", v.planner_scenarios)}</p>
             <div class="report-form">
                 <label>"Name "<input id="report-name" type="text" value=name.get_untracked() prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/></label>
+                <label>"Team "<input id="report-team" type="text" maxlength="200" placeholder="e.g. search" value=team.get_untracked() prop:value=move || team.get() on:input=move |ev| team.set(event_target_value(&ev))/></label>
                 <label>"From "<input id="report-from" type="date" value=from.get_untracked() prop:value=move || from.get() on:input=move |ev| from.set(event_target_value(&ev))/></label>
                 <label>"To "<input id="report-to" type="date" value=to.get_untracked() prop:value=move || to.get() on:input=move |ev| to.set(event_target_value(&ev))/></label>
                 <button type="button" class="primary" aria-describedby="build-why" disabled=move || builder.pending().get() || blocked().is_some() on:click=move |_| {
-                    builder.dispatch((name.get_untracked(), from.get_untracked(), to.get_untracked()));
+                    builder.dispatch((name.get_untracked(), team.get_untracked(), from.get_untracked(), to.get_untracked()));
                 }>"Build report"</button>
             </div>
             <p class="hint" id="build-why" data-out="build-why">{move || blocked().unwrap_or_default()}</p>

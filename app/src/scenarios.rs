@@ -107,7 +107,13 @@ enum Mode {
 }
 
 #[component]
-fn ScenarioRow(s: ScenarioView, index: usize, comparable: bool, can_edit: bool, changed: Callback<()>) -> impl IntoView {
+fn ScenarioRow(
+    s: ScenarioView,
+    index: usize,
+    comparable: bool,
+    can_edit: bool,
+    changed: Callback<()>,
+) -> impl IntoView {
     let page = if page_of(&s.kind) == "/planner" { "Planner" } else { "Right-sizing" };
     let (volume, cost) = key_figures(&s);
     let mode = RwSignal::new(Mode::Idle);

@@ -121,7 +121,14 @@ mod tests {
     fn a_mix_with_no_answer_joins_the_next_switch() {
         // Switching `derive` first needs a price and throughput `a` does not have.
         let a = map(&[("requests", 1e6), ("training", 0.0), ("serving", 0.01)]);
-        let b = map(&[("requests", 1e6), ("training", 0.0), ("serving", 0.01), ("derive", 1.0), ("price", 2.0), ("throughput", 1000.0)]);
+        let b = map(&[
+            ("requests", 1e6),
+            ("training", 0.0),
+            ("serving", 0.01),
+            ("derive", 1.0),
+            ("price", 2.0),
+            ("throughput", 1000.0),
+        ]);
         let d = breakdown(&a, &b, &["derive", "price", "throughput"], cost).unwrap();
         assert_eq!(d.parts.len(), 1, "{d:?}");
         assert_eq!(d.parts[0].inputs, vec!["derive", "price", "throughput"]);

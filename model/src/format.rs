@@ -31,6 +31,14 @@ pub fn utc_minute(unix_ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
 }
 
+/// An instant as ISO 8601 in UTC to the second: `2026-12-02T14:05:09Z`.
+pub fn utc_iso(unix_ms: i64) -> String {
+    let secs = unix_ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 use crate::calendar::civil_from_days;
 
 /// US dollars as money, the one formatter every page, chart axis and export uses: cents from

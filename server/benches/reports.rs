@@ -38,6 +38,7 @@ fn main() {
             training_cost_usd: Some(Amount::Text(format!("{}.25", 1000 + i % 50_000))),
             retrains_per_month: (i % 4) as f64 * 0.5,
             run_ids: vec![],
+            scenario_id: None,
             recommendations: vec![
                 RecommendationInput::alternative(
                     Kind::RightSizing,

@@ -277,6 +277,7 @@ impl Backend for WebBackend {
         &self,
         headers: HeaderMap,
         name: String,
+        team: String,
         from: String,
         to: String,
     ) -> Answer<ReportSummaryView> {
@@ -286,7 +287,7 @@ impl Backend for WebBackend {
                 .await?
                 .iter()
                 .filter(|s| s.kind == app::planner::KIND)
-                .map(|s| Ok(deployment_of(&s.name, &s.inputs()?)))
+                .map(|s| Ok(deployment_of(s, &s.inputs()?, team.trim())))
                 .collect::<anyhow::Result<_>>()?;
             if deployments.is_empty() {
                 return Err(FieldError::new(
@@ -330,7 +331,11 @@ fn report_view(r: ReportRecord) -> ReportSummaryView {
 /// A saved planner scenario as a report deployment: its monthly volume, training, serving cost
 /// per request (entered, or derived from price and throughput as the planner does), and its
 /// distillation option as a recommendation.
-fn deployment_of(name: &str, inputs: &std::collections::BTreeMap<String, String>) -> reports::DeploymentInput {
+fn deployment_of(
+    scenario: &crate::store::ScenarioRecord,
+    inputs: &std::collections::BTreeMap<String, String>,
+    team: &str,
+) -> reports::DeploymentInput {
     let num = |key: &str| -> f64 {
         let spec = app::planner::FIELDS.iter().find(|f| f.key == key);
         let text = inputs.get(key).map(String::as_str).or(spec.map(|s| s.default)).unwrap_or("0");
@@ -352,8 +357,8 @@ fn deployment_of(name: &str, inputs: &std::collections::BTreeMap<String, String>
         vec![]
     };
     reports::DeploymentInput {
-        name: name.to_string(),
-        team: None,
+        name: scenario.name.clone(),
+        team: (!team.is_empty()).then(|| team.to_string()),
         instance_type: None,
         purchase_option: "on_demand".into(),
         region: None,
@@ -363,6 +368,7 @@ fn deployment_of(name: &str, inputs: &std::collections::BTreeMap<String, String>
         training_cost_usd: Some(reports::Amount::Number(num("training"))),
         retrains_per_month: num("retrains"),
         run_ids: vec![],
+        scenario_id: Some(scenario.id.clone()),
         recommendations,
     }
 }
@@ -451,7 +457,7 @@ async fn require_sign_in(State(state): State<AppState>, request: Request, next: 
     if path.starts_with("/srv/") {
         let limit = if path == "/srv/import_prices" { api::prices::MAX_CATALOG_BYTES } else { crate::MAX_BODY_BYTES };
         return match crate::buffer_body(request, limit).await {
-            Ok(request) => next.run(request).await,
+            Ok(request) => caller_error_as_4xx(next.run(request).await).await,
             Err(refusal) => refusal.into_response(),
         };
     }
@@ -467,6 +473,26 @@ async fn require_sign_in(State(state): State<AppState>, request: Request, next: 
             (StatusCode::SEE_OTHER, [(LOCATION, target)]).into_response()
         }
     }
+}
+
+/// A page-data call whose arguments could not be read (a missing or mistyped field) is the
+/// caller's mistake, but Leptos answers it 500 with `Args|…` or `Deserialization|…`: say 400 and
+/// what was wrong instead, so it is neither logged nor alerted on as a server fault.
+async fn caller_error_as_4xx(response: Response) -> Response {
+    if response.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return ApiError::Internal(anyhow::anyhow!("page data error too long to read")).into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    for prefix in ["Args|", "Deserialization|"] {
+        if let Some(reason) = text.strip_prefix(prefix) {
+            return ApiError::BadRequest(format!("the call's arguments are wrong: {reason}")).into_response();
+        }
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// Percent-encodes `text` as one query value: everything but unreserved characters and `/`.

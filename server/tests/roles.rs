@@ -218,9 +218,8 @@ fn routes(run_id: &str, scenario_id: &str, [doomed_id, doomed_page_id]: [&str; 2
     for page in ["/fleet", "/planner", "/right-sizing", "/transport", "/scenarios", "/reports", "/admin"] {
         routes.push(route("GET", page, VIEWER, Page, Body::None, OK));
     }
-    for page in [format!("/scenarios/compare?a={scenario_id}&b={scenario_id}")] {
-        routes.push(route("GET", page, VIEWER, Page, Body::None, OK));
-    }
+    let compare = format!("/scenarios/compare?a={scenario_id}&b={scenario_id}");
+    routes.push(route("GET", compare, VIEWER, Page, Body::None, OK));
     routes.push(route("GET", format!("/runs/{run_id}"), VIEWER, Page, Body::None, OK));
     // Leptos' <Redirect> answers 200 with `Location: /fleet` (see the check in the test).
     routes.push(route("GET", "/", VIEWER, Page, Body::None, OK));
@@ -240,7 +239,7 @@ fn routes(run_id: &str, scenario_id: &str, [doomed_id, doomed_page_id]: [&str; 2
         (
             "report_from_scenarios",
             FINANCE,
-            form(&[("name", "roles page report"), ("from", "2026-11-01"), ("to", "2026-11-30")]),
+            form(&[("name", "roles page report"), ("team", "roles"), ("from", "2026-11-01"), ("to", "2026-11-30")]),
         ),
     ] {
         routes.push(route("POST", format!("/srv/{endpoint}"), need, Api, body, OK));
@@ -503,12 +502,8 @@ async fn every_route_answers_each_caller_within_its_role() {
             .await
             .unwrap();
 
-        let routes = routes(
-            &run_id,
-            scenario["id"].as_str().unwrap(),
-            [&doomed[0], &doomed[1]],
-            report["id"].as_str().unwrap(),
-        );
+        let routes =
+            routes(&run_id, scenario["id"].as_str().unwrap(), [&doomed[0], &doomed[1]], report["id"].as_str().unwrap());
         let callers = callers(&app, &agent).await;
         let mut matrix: Vec<(String, Vec<String>)> = Vec::new();
         let mut calls = 0;

@@ -176,3 +176,24 @@ async fn any_planner_renames_and_deletes_a_scenario_and_a_viewer_cannot() {
         db.drop_database().await;
     }
 }
+
+#[tokio::test]
+async fn a_page_data_call_with_a_missing_argument_is_a_400_naming_it() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let planner = app.user_token(Role::Planner).await;
+        let response = app
+            .http
+            .post(app.url("/srv/rename_scenario"))
+            .bearer_auth(&planner)
+            .form(&[("id", "whatever")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body: Value = response.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap().contains("missing field `name`"), "{body}");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}

@@ -45,12 +45,27 @@ pub async fn build_and_store(store: &Store, caller: &Caller, request: ReportRequ
         .collect();
     wanted.sort();
     let known = store.existing_runs(&wanted).await?;
+    let scenarios =
+        store.existing_scenarios(request.deployments.iter().filter_map(|d| d.scenario_id.as_deref())).await?;
+    if let Some((i, missing)) =
+        request.deployments.iter().enumerate().find_map(|(i, d)| {
+            d.scenario_id.as_ref().filter(|s| s.len() <= 64 && !scenarios.contains(*s)).map(|s| (i, s))
+        })
+    {
+        return Err(model::FieldError::new(
+            format!("deployments[{i}].scenario_id"),
+            format!("no saved scenario {missing}"),
+        )
+        .into());
+    }
     let id = Uuid::new_v4().to_string();
-    let report = tokio::task::spawn_blocking(move || {
+    let mut report = tokio::task::spawn_blocking(move || {
         reports::build(id, &request, &Prices::new(&catalog), version, &|run| known.contains(run))
     })
     .await
     .map_err(|e| ApiError::Internal(anyhow::anyhow!("report task failed: {e}")))??;
+    report.generated_at_ms = crate::store::now_ms();
+    report.generated_by = name.clone();
     let record = store.insert_report(&report, &name).await?;
     tracing::info!(report = record.id, deployments = record.deployment_count, by = name, "report built");
     Ok(record)

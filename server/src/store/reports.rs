@@ -37,7 +37,7 @@ impl Store {
         .bind(&report.to)
         .bind(report.catalog_version)
         .bind(created_by)
-        .bind(now_ms())
+        .bind(if report.generated_at_ms > 0 { report.generated_at_ms } else { now_ms() })
         .bind(report.rows.len() as i64)
         .bind(report.total_micro_usd())
         .bind(serde_json::to_string(report)?)
@@ -60,10 +60,39 @@ impl Store {
             .await?)
     }
 
+    /// A stored report; one stored before reports recorded who built them and when takes both
+    /// from its record.
     pub async fn report(&self, id: &str) -> anyhow::Result<Option<Report>> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT report_json FROM reports WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
-        row.map(|(json,)| serde_json::from_str(&json).map_err(Into::into)).transpose()
+        let row: Option<(String, String, i64)> =
+            sqlx::query_as("SELECT report_json, created_by, created_at_ms FROM reports WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        let Some((json, created_by, created_at_ms)) = row else { return Ok(None) };
+        let mut report: Report = serde_json::from_str(&json)?;
+        if report.generated_at_ms == 0 {
+            report.generated_at_ms = created_at_ms;
+        }
+        if report.generated_by.is_empty() {
+            report.generated_by = created_by;
+        }
+        Ok(Some(report))
+    }
+
+    /// Which of these scenario ids are saved.
+    pub async fn existing_scenarios<'a>(&self, ids: impl Iterator<Item = &'a str>) -> anyhow::Result<HashSet<String>> {
+        let ids: Vec<&str> = ids.filter(|id| id.len() <= 64).collect::<HashSet<_>>().into_iter().collect();
+        let mut found = HashSet::new();
+        for chunk in ids.chunks(500) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!("SELECT id FROM scenarios WHERE id IN ({})", placeholders.join(", "));
+            let mut query = sqlx::query_as::<_, (String,)>(AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            found.extend(query.fetch_all(&self.pool).await?.into_iter().map(|(id,)| id));
+        }
+        Ok(found)
     }
 
     /// Which of these run ids are stored.
