@@ -97,6 +97,21 @@ test('planner: the cost per request follows the volume without a page load; bad 
   assert.equal(await page.locator('[data-out=extra-training]').innerText(), '$5,000.00 a month');
   assert.match(await page.locator('[data-out=verdict]').innerText(), /^Worth it$/);
   assert.equal(await page.locator('[data-out=pays-back]').innerText(), '0.56 months');
+  // The uncertainty case on the same inputs: the ranges are centred on them, so the median
+  // cost per request is the point answer's within a few percent, and a plan that nets $4,000 a
+  // month saves money in most draws.
+  await page.check('input[type=checkbox][name=uncertain]');
+  // ±40 % of a 90 % saving would reach 100 %; the page asks for a narrower range.
+  await page.locator('.problems', { hasText: 'make the range narrower' }).waitFor();
+  await page.fill('#f-saving_pm', '10');
+  const p50 = page.locator('[data-out=p50-cost]');
+  await p50.waitFor();
+  const median = Number((await p50.innerText()).replace(/[$,]/g, ''));
+  assert.ok(Math.abs(median - 0.011) / 0.011 < 0.03, `P50 ${median} vs the point answer $0.0110`);
+  const probability = Number((await page.locator('[data-out=probability]').innerText()).match(/(\d+) %/)[1]);
+  assert.ok(probability > 50, `${probability} %`);
+  assert.equal(await cost.innerText(), '$0.0110', 'the point answer stays beside it');
+  await page.uncheck('input[type=checkbox][name=uncertain]');
   await page.fill('#f-saving', '10');
   await page.locator('[data-out=verdict]', { hasText: 'Not worth it' }).waitFor();
   assert.equal(await page.locator('[data-out=pays-back]').count(), 0, 'no pay-back shown when it never pays back');

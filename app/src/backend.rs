@@ -72,7 +72,7 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         headers: http::HeaderMap,
         name: String,
-        team: String,
+        team: Option<String>,
         from: String,
         to: String,
     ) -> Answer<ReportSummaryView>;

@@ -1,8 +1,8 @@
 //! What the pages ask the server for: measured nodes for the planner and right-sizing, transport
 //! figures, a run with its node's history. The server implements [`crate::backend::Backend`].
 
-use model::measured::TransportPoint;
-use model::rightsize::Hardware;
+use model::plan::rightsize::Hardware;
+use model::wire::measured::TransportPoint;
 use model::{RunDetail, RunSummary};
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +33,7 @@ pub struct MeasuredFleet {
 }
 
 /// An inference service the endpoint suite load-tested, calibrated by
-/// [`model::endpoint::check`]: what the Planner sizes "your service" with.
+/// [`model::plan::endpoint::check`]: what the Planner sizes "your service" with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredService {
     pub run_id: String,
@@ -124,7 +124,7 @@ pub struct ScenarioView {
 impl ScenarioView {
     /// The page that opens this scenario, with its inputs.
     pub fn url(&self) -> String {
-        let name = crate::form::to_query(&[("name".to_string(), self.name.clone())].into());
+        let name = crate::components::form::to_query(&[("name".to_string(), self.name.clone())].into());
         format!("{}?{}&{name}", page_of(&self.kind), self.query)
     }
 }
@@ -294,7 +294,8 @@ pub async fn reports_page() -> Result<ReportsView, ServerFnError> {
 #[server(prefix = "/srv", endpoint = "report_from_scenarios")]
 pub async fn report_from_scenarios(
     name: String,
-    team: String,
+    // Optional, so a page loaded before the field existed can still build a report.
+    team: Option<String>,
     from: String,
     to: String,
 ) -> Result<ReportSummaryView, ServerFnError> {

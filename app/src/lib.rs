@@ -1,20 +1,9 @@
 //! Headroom's pages. The server renders them (`ssr`); the browser hydrates them (`hydrate`).
 #![recursion_limit = "512"]
 
-pub mod admin;
-pub mod charts;
-pub mod compare;
+pub mod components;
 pub mod data;
-pub mod fleet;
-pub mod form;
-pub mod login;
 pub mod pages;
-pub mod planner;
-pub mod reports_page;
-pub mod rightsizing;
-pub mod run_page;
-pub mod scenarios;
-pub mod transport_page;
 
 #[cfg(feature = "ssr")]
 pub mod backend;
@@ -53,18 +42,18 @@ pub fn App() -> impl IntoView {
         <Stylesheet id="headroom" href="/pkg/headroom.css"/>
         <Title text="Headroom"/>
         <Router>
-            <Routes fallback=|| view! { <Shell><pages::NotFound/></Shell> }>
-                <Route path=path!("/login") view=login::LoginPage/>
+            <Routes fallback=|| view! { <Shell><pages::not_found::NotFound/></Shell> }>
+                <Route path=path!("/login") view=pages::login::LoginPage/>
                 <Route path=path!("/") view=|| view! { <Redirect path="/fleet"/> }/>
-                <Route path=path!("/fleet") view=|| view! { <Shell><fleet::FleetPage/></Shell> }/>
-                <Route path=path!("/planner") view=|| view! { <Shell><planner::PlannerPage/></Shell> }/>
-                <Route path=path!("/right-sizing") view=|| view! { <Shell><rightsizing::RightSizingPage/></Shell> }/>
-                <Route path=path!("/transport") view=|| view! { <Shell><transport_page::TransportPage/></Shell> }/>
-                <Route path=path!("/runs/:id") view=|| view! { <Shell><run_page::RunPageView/></Shell> }/>
-                <Route path=path!("/scenarios") view=|| view! { <Shell><scenarios::ScenariosPage/></Shell> }/>
-                <Route path=path!("/scenarios/compare") view=|| view! { <Shell><compare::ComparePage/></Shell> }/>
-                <Route path=path!("/reports") view=|| view! { <Shell><reports_page::ReportsPage/></Shell> }/>
-                <Route path=path!("/admin") view=|| view! { <Shell><admin::AdminPage/></Shell> }/>
+                <Route path=path!("/fleet") view=|| view! { <Shell><pages::fleet::FleetPage/></Shell> }/>
+                <Route path=path!("/planner") view=|| view! { <Shell><pages::planner::PlannerPage/></Shell> }/>
+                <Route path=path!("/right-sizing") view=|| view! { <Shell><pages::right_sizing::RightSizingPage/></Shell> }/>
+                <Route path=path!("/transport") view=|| view! { <Shell><pages::transport::TransportPage/></Shell> }/>
+                <Route path=path!("/runs/:id") view=|| view! { <Shell><pages::run::RunPageView/></Shell> }/>
+                <Route path=path!("/scenarios") view=|| view! { <Shell><pages::scenarios::ScenariosPage/></Shell> }/>
+                <Route path=path!("/scenarios/compare") view=|| view! { <Shell><pages::compare::ComparePage/></Shell> }/>
+                <Route path=path!("/reports") view=|| view! { <Shell><pages::reports::ReportsPage/></Shell> }/>
+                <Route path=path!("/admin") view=|| view! { <Shell><pages::admin::AdminPage/></Shell> }/>
             </Routes>
         </Router>
     }

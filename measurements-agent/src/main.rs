@@ -1,15 +1,13 @@
 //! `measurements-agent`: runs Headroom's benchmark suites on this node, keeps every result in
 //! a local spool, and uploads it to the server.
 
-mod endpoint;
-mod gpu;
 mod inventory;
-mod quant;
 mod spool;
 mod stats;
 mod suites;
-mod transport;
 mod upload;
+
+use suites::{endpoint, transport};
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -75,7 +75,7 @@ fn the_digits_model_in_every_precision() {
     }
 
     // What the model crate reads from the run for the planner.
-    let effects = model::quant::effects(&run.measurements);
+    let effects = model::plan::quant::effects(&run.measurements);
     let int8 = effects.iter().find(|e| e.variant == "int8_ptq_static_per_channel" && e.batch_size == 64).unwrap();
     assert!(int8.memory_ratio_vs_fp32 < 0.3 && int8.speedup_vs_fp32 > 0.0, "{int8:?}");
 

@@ -5,10 +5,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use model::cost::{AmortizationInput, amortize};
-use model::memory::{KvCache, Precision};
-use model::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, Source, right_size};
-use model::uncertainty::{UncertaintyInput, simulate};
+use model::plan::cost::{AmortizationInput, amortize};
+use model::plan::memory::{KvCache, Precision};
+use model::plan::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, Source, right_size};
+use model::plan::uncertainty::{UncertaintyInput, simulate};
 use model::units::{Bytes, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
 /// Median wall time of `runs` runs.

@@ -5,7 +5,7 @@
 //! `measurements-agent run endpoint … --json > run.json; cargo run -p model --example endpoint_check -- run.json`
 
 use model::RunUpload;
-use model::endpoint::{COUNTED_BELOW_UTILIZATION, DEFAULT_FIT, Fit, check_with, steps};
+use model::plan::endpoint::{COUNTED_BELOW_UTILIZATION, DEFAULT_FIT, Fit, check_with, steps};
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: endpoint_check RUN.json");
@@ -19,7 +19,7 @@ fn main() {
     }
 }
 
-fn print_check(steps: &[model::endpoint::Step], fit: Fit) {
+fn print_check(steps: &[model::plan::endpoint::Step], fit: Fit) {
     let Some(check) = check_with(steps, fit) else {
         eprintln!("no trusted step with a successful request: nothing to calibrate");
         std::process::exit(1);

@@ -4,8 +4,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use model::queue::Queue;
-use model::rng::Rng;
+use model::plan::queue::Queue;
+use model::plan::rng::Rng;
 
 /// Gamma(shape, 1) by Marsaglia and Tsang, with the boost for shape < 1.
 fn gamma(rng: &mut Rng, shape: f64) -> f64 {

@@ -3,7 +3,7 @@
 //! hundred in memory, so a 16 MiB message of empty elements would cost gigabytes. The walk
 //! below reads only tags and lengths; it allocates nothing.
 
-use model::validate::{MAX_GPUS, MAX_MEASUREMENTS, MAX_PARAMETERS};
+use model::wire::validate::{MAX_GPUS, MAX_MEASUREMENTS, MAX_PARAMETERS};
 
 use crate::pb;
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use headroom_proto::{codec, decode_upload, encode_upload, pb, run_from_message};
-use model::validate::MAX_MEASUREMENTS;
+use model::wire::validate::MAX_MEASUREMENTS;
 use model::{Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats, Suite, Unit};
 use proptest::prelude::*;
 use prost::Message;

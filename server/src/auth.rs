@@ -110,6 +110,48 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The roles a route can need, as types, for [`Needs`].
+pub mod need {
+    use super::Role;
+
+    /// A role as a type.
+    pub trait Needed: Send + Sync + 'static {
+        const ROLE: Role;
+    }
+    macro_rules! roles {
+        ($($name:ident),+) => {$(
+            #[doc = concat!("Role ", stringify!($name), " or above.")]
+            pub struct $name;
+            impl Needed for $name {
+                const ROLE: Role = Role::$name;
+            }
+        )+};
+    }
+    roles!(Viewer, Planner, Finance, Admin);
+}
+
+/// A caller holding at least `R`'s role. As a handler argument it refuses (401, 403) from the
+/// headers alone, before the body extractor that follows it reads a byte: so a refused caller
+/// always gets 401/403, never a 400/413/415/422 about a body it may not send.
+pub struct Needs<R>(pub Caller, std::marker::PhantomData<R>);
+
+impl<R> std::ops::Deref for Needs<R> {
+    type Target = Caller;
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl<R: need::Needed> FromRequestParts<AppState> for Needs<R> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(R::ROLE)?;
+        Ok(Needs(caller, std::marker::PhantomData))
+    }
+}
+
 /// An agent with the ingest scope, established from the headers before the body is read, so
 /// an anonymous or wrong caller costs no body.
 #[derive(Debug, Clone)]

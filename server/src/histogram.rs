@@ -9,7 +9,7 @@ use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use model::RunUpload;
-use model::validate::FieldError;
+use model::wire::validate::FieldError;
 
 /// The cookies of the encoding, with the word size of counts (8 bytes: 0x10) in their low bits.
 const V2_COOKIE: u32 = 0x1c84_9313;

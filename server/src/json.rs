@@ -1,10 +1,34 @@
 //! JSON request bodies whose rejections name the offending field and use [`ApiError`].
 
 use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_TYPE;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+
+/// A JSON body as a handler argument, refused as [`ApiError`]: 415 for another media type
+/// (checked before the body is read), 413 past the route's body limit, 400 for malformed JSON,
+/// 422 naming the field of the first shape error. Put it after the caller's extractor
+/// ([`crate::auth::Needs`]), so 401 and 403 come first.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        if !is_json(request.headers()) {
+            return Err(unsupported());
+        }
+        let headers = request.headers().clone();
+        let body = Bytes::from_request(request, state).await;
+        from_body(&headers, body).map(ApiJson)
+    }
+}
+
+fn unsupported() -> ApiError {
+    ApiError::UnsupportedMediaType("expected Content-Type: application/json".into())
+}
 
 /// Parses JSON, naming the path of the first problem. Syntax errors are 400, shape errors 422.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -36,7 +60,7 @@ pub fn body_bytes(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Bytes, ApiError> {
     if !is_json(headers) {
-        return Err(ApiError::UnsupportedMediaType("expected Content-Type: application/json".into()));
+        return Err(unsupported());
     }
     body.map_err(|rejection| {
         if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {

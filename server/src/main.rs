@@ -137,7 +137,7 @@ async fn serve(
     if !site_root.join("pkg").join(format!("{}.js", app::OUTPUT_NAME)).exists() {
         tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`)");
     }
-    let backend = store.backend().name();
+    let backend = store.database().name();
     let mut state = AppState::new(store.clone(), &site_root);
     if let Some(token) = metrics_token.filter(|t| !t.trim().is_empty()) {
         anyhow::ensure!(token.trim().len() >= 16, "--metrics-token must be at least 16 characters");

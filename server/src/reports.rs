@@ -338,7 +338,7 @@ fn row(
     if d.team.as_ref().is_some_and(|t| t.chars().count() > MAX_TEAM) {
         return Err(FieldError::new(field("team"), format!("must be at most {MAX_TEAM} characters")));
     }
-    if d.scenario_id.as_ref().is_some_and(|s| s.len() > 64) {
+    if d.scenario_id.as_ref().is_some_and(|s| s.len() > crate::store::MAX_ID_BYTES) {
         return Err(FieldError::new(field("scenario_id"), "is not a scenario id"));
     }
     if !(d.retrains_per_month.is_finite() && d.retrains_per_month >= 0.0) {
@@ -479,9 +479,14 @@ fn kind_name(kind: Kind) -> &'static str {
 /// The report's table: one row per deployment, money in USD (exact conversions of the integer
 /// micro-dollars), dates as dates.
 pub fn frame(report: &Report) -> PolarsResult<DataFrame> {
-    let n = report.rows.len();
-    let usd = |f: &dyn Fn(&ReportRow) -> MicroUsd| -> Vec<f64> { report.rows.iter().map(|r| to_usd(f(r))).collect() };
-    let text = |f: &dyn Fn(&ReportRow) -> String| -> Vec<String> { report.rows.iter().map(f).collect() };
+    frame_of(report, &report.rows)
+}
+
+/// [`frame`] over `rows` of `report` (none: the columns alone).
+fn frame_of(report: &Report, rows: &[ReportRow]) -> PolarsResult<DataFrame> {
+    let n = rows.len();
+    let usd = |f: &dyn Fn(&ReportRow) -> MicroUsd| -> Vec<f64> { rows.iter().map(|r| to_usd(f(r))).collect() };
+    let text = |f: &dyn Fn(&ReportRow) -> String| -> Vec<String> { rows.iter().map(f).collect() };
     let (from, to) = (day(&report.from).days_since_epoch(), day(&report.to).days_since_epoch());
     let date = |name: &str, day: i32| -> PolarsResult<Column> {
         Ok(Series::new(name.into(), vec![day; n]).cast(&DataType::Date)?.into_column())
@@ -492,7 +497,7 @@ pub fn frame(report: &Report) -> PolarsResult<DataFrame> {
         Column::new("configuration".into(), text(&|r| r.configuration.clone())),
         date("period_from", from)?,
         date("period_to", to)?,
-        Column::new("requests".into(), report.rows.iter().map(|r| r.requests).collect::<Vec<u64>>()),
+        Column::new("requests".into(), rows.iter().map(|r| r.requests).collect::<Vec<u64>>()),
         Column::new("serving_usd".into(), usd(&|r| r.serving_micro_usd)),
         Column::new("training_usd".into(), usd(&|r| r.training_micro_usd)),
         Column::new("total_usd".into(), usd(&|r| r.total_micro_usd)),
@@ -513,19 +518,13 @@ pub fn frame(report: &Report) -> PolarsResult<DataFrame> {
     }
     columns.extend([
         Column::new("price_catalog_version".into(), vec![report.catalog_version; n]),
-        Column::new(
-            "price_as_of".into(),
-            report.rows.iter().map(|r| r.price_as_of.clone()).collect::<Vec<Option<String>>>(),
-        ),
+        Column::new("price_as_of".into(), rows.iter().map(|r| r.price_as_of.clone()).collect::<Vec<Option<String>>>()),
         Column::new("price_source".into(), text(&|r| r.price_source.clone())),
         Column::new(
             "benchmark_run_ids".into(),
             text(&|r| r.run_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(" ")),
         ),
-        Column::new(
-            "scenario_id".into(),
-            report.rows.iter().map(|r| r.scenario_id.clone()).collect::<Vec<Option<String>>>(),
-        ),
+        Column::new("scenario_id".into(), rows.iter().map(|r| r.scenario_id.clone()).collect::<Vec<Option<String>>>()),
         Column::new("report_id".into(), vec![report.id.clone(); n]),
         Column::new("generated_at".into(), vec![model::format::utc_iso(report.generated_at_ms); n]),
         Column::new("generated_by".into(), vec![report.generated_by.clone(); n]),
@@ -617,7 +616,7 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
             r.price_as_of.clone().unwrap_or_default(),
             text(&r.price_source),
             r.run_ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(" "),
-            r.scenario_id.clone().unwrap_or_default(),
+            text(r.scenario_id.as_deref().unwrap_or_default()),
         ]);
         record.extend(provenance.iter().cloned());
         out.write_record(&record).map_err(fail)?;

@@ -56,7 +56,7 @@ async fn grpc_authenticates_before_decoding_and_caps_counts() {
         let (code, _, _) = raw_grpc(&app, Some(&viewer), 3, vec![0xff, 0xff, 0xff]).await;
         assert_eq!(code, tonic::Code::PermissionDenied as i32);
         // An agent's message past the count limit is refused before decoding, as too large.
-        let many = empty_measurements(model::validate::MAX_MEASUREMENTS + 1);
+        let many = empty_measurements(model::wire::validate::MAX_MEASUREMENTS + 1);
         let (code, signed, message) = raw_grpc(&app, Some(&agent), many.len() as u32, many).await;
         assert_eq!(code, tonic::Code::ResourceExhausted as i32, "{message}");
         assert!(signed && message.contains("measurements"), "{message}");

@@ -6,8 +6,8 @@
 //! At the end the unmutated run is sent through both doors and must be stored, which proves the
 //! corpus is one mutation away from valid (and that the hand-written protobuf encoder is right).
 //!
-//! Only values the server's rules refuse are in the corpus (`model::validate`, the serde shapes in
-//! `model::run`, the body limits): free text such as a hostname may hold `<script>` and is
+//! Only values the server's rules refuse are in the corpus (`model::wire::validate`, the serde shapes in
+//! `model::wire::run`, the body limits): free text such as a hostname may hold `<script>` and is
 //! escaped where it is shown, so such values are not here.
 
 mod common;
@@ -221,7 +221,7 @@ fn control_strings() -> Vec<(&'static str, String)> {
 
 fn long_strings() -> Vec<(&'static str, String)> {
     vec![
-        ("257 bytes", "a".repeat(model::validate::MAX_TEXT + 1)),
+        ("257 bytes", "a".repeat(model::wire::validate::MAX_TEXT + 1)),
         ("86 × '€' (258 bytes)", "€".repeat(86)),
         ("64 KiB", "x".repeat(64 << 10)),
     ]
@@ -443,9 +443,9 @@ fn json_corpus() -> Vec<HttpCase> {
     }
     let body = c.mutated(|v| {
         v["measurements"][0]["parameters"] =
-            (0..=model::validate::MAX_PARAMETERS).map(|i| (format!("k{i}"), json!("v"))).collect();
+            (0..=model::wire::validate::MAX_PARAMETERS).map(|i| (format!("k{i}"), json!("v"))).collect();
     });
-    c.push(group, format!("{} parameters", model::validate::MAX_PARAMETERS + 1), body);
+    c.push(group, format!("{} parameters", model::wire::validate::MAX_PARAMETERS + 1), body);
     for (what, value) in [
         ("null", Value::Null),
         ("array", json!([["bytes", "1"]])),
@@ -619,11 +619,11 @@ fn json_corpus() -> Vec<HttpCase> {
     }
     let measurement = c.base["measurements"][0].clone();
     let body =
-        c.mutated(|v| v["measurements"] = Value::Array(vec![measurement; model::validate::MAX_MEASUREMENTS + 1]));
-    c.push(group, format!("{} measurements", model::validate::MAX_MEASUREMENTS + 1), body);
+        c.mutated(|v| v["measurements"] = Value::Array(vec![measurement; model::wire::validate::MAX_MEASUREMENTS + 1]));
+    c.push(group, format!("{} measurements", model::wire::validate::MAX_MEASUREMENTS + 1), body);
     let gpu = c.base["node"]["gpus"][0].clone();
-    let body = c.mutated(|v| v["node"]["gpus"] = Value::Array(vec![gpu; model::validate::MAX_GPUS + 1]));
-    c.push(group, format!("{} GPUs", model::validate::MAX_GPUS + 1), body);
+    let body = c.mutated(|v| v["node"]["gpus"] = Value::Array(vec![gpu; model::wire::validate::MAX_GPUS + 1]));
+    c.push(group, format!("{} GPUs", model::wire::validate::MAX_GPUS + 1), body);
 
     let group = "unknown fields";
     for (parent, key, value) in [
@@ -1212,17 +1212,17 @@ fn typed_cases() -> Vec<GrpcCase> {
     add("gRPC structure", "skipped without reason".into(), &|r| r.measurements[4].reason = None);
     add("gRPC structure", "an empty measurement".into(), &|r| r.measurements.push(pb::Measurement::default()));
     add("gRPC structure", "instance_type present but empty".into(), &|r| node(r).instance_type = Some(String::new()));
-    add("gRPC limits", format!("{} measurements", model::validate::MAX_MEASUREMENTS + 1), &|r| {
+    add("gRPC limits", format!("{} measurements", model::wire::validate::MAX_MEASUREMENTS + 1), &|r| {
         let m = r.measurements[0].clone();
-        r.measurements = vec![m; model::validate::MAX_MEASUREMENTS + 1];
+        r.measurements = vec![m; model::wire::validate::MAX_MEASUREMENTS + 1];
     });
-    add("gRPC limits", format!("{} GPUs", model::validate::MAX_GPUS + 1), &|r| {
+    add("gRPC limits", format!("{} GPUs", model::wire::validate::MAX_GPUS + 1), &|r| {
         let g = node(r).gpus[0].clone();
-        node(r).gpus = vec![g; model::validate::MAX_GPUS + 1];
+        node(r).gpus = vec![g; model::wire::validate::MAX_GPUS + 1];
     });
-    add("gRPC limits", format!("{} parameters", model::validate::MAX_PARAMETERS + 1), &|r| {
+    add("gRPC limits", format!("{} parameters", model::wire::validate::MAX_PARAMETERS + 1), &|r| {
         r.measurements[0].parameters =
-            (0..=model::validate::MAX_PARAMETERS).map(|i| (format!("k{i}"), "v".into())).collect();
+            (0..=model::wire::validate::MAX_PARAMETERS).map(|i| (format!("k{i}"), "v".into())).collect();
     });
     cases
 }
@@ -1343,18 +1343,18 @@ fn raw_grpc_cases(people: &People) -> Vec<GrpcCase> {
     message(
         "gRPC raw: limits",
         "10 001 empty measurements",
-        [0x32u8, 0x00].repeat(model::validate::MAX_MEASUREMENTS + 1),
+        [0x32u8, 0x00].repeat(model::wire::validate::MAX_MEASUREMENTS + 1),
     );
     message("gRPC raw: limits", "1 million empty measurements", [0x32u8, 0x00].repeat(1_000_000));
     let mut node = Vec::new();
-    for _ in 0..=model::validate::MAX_GPUS {
+    for _ in 0..=model::wire::validate::MAX_GPUS {
         node.extend_from_slice(&[0x4a, 0x00]);
     }
     let mut field = Vec::new();
     wire::bytes(&mut field, 5, &node);
     message("gRPC raw: limits", "65 empty GPUs", field);
     let mut entry = Vec::new();
-    for _ in 0..=model::validate::MAX_PARAMETERS {
+    for _ in 0..=model::wire::validate::MAX_PARAMETERS {
         entry.extend_from_slice(&[0x1a, 0x00]);
     }
     let mut field = Vec::new();
@@ -1429,7 +1429,7 @@ fn raw_grpc_cases(people: &People) -> Vec<GrpcCase> {
     // Without an agent's token: refused before a byte is decoded.
     let group = "gRPC auth";
     let garbage = frame(0, 3, &[0xff; 3]);
-    let huge = [0x32u8, 0x00].repeat(model::validate::MAX_MEASUREMENTS + 1);
+    let huge = [0x32u8, 0x00].repeat(model::wire::validate::MAX_MEASUREMENTS + 1);
     for (name, auth, body) in [
         ("no token, garbage", Auth::Nothing, garbage.clone()),
         ("no token, 10 001 measurements", Auth::Nothing, whole_frame(&huge)),
@@ -1781,7 +1781,7 @@ async fn the_hostile_corpus_is_refused_through_both_doors_and_nothing_is_stored(
 }
 
 /// The README's ingest limits ("256 bytes per text field, no control characters but tab and line
-/// breaks") for the GPU's driver and CUDA versions, which `model::validate` does not check.
+/// breaks") for the GPU's driver and CUDA versions, which `model::wire::validate` does not check.
 #[tokio::test]
 async fn gpu_version_texts_obey_the_documented_text_limits() {
     let mut failures = Vec::new();

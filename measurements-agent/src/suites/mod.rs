@@ -1,6 +1,7 @@
 //! Benchmark suites behind one small trait. A case that cannot run is recorded as skipped or
 //! failed with its reason; the other cases and suites still run.
 
+pub mod endpoint;
 pub mod gpu;
 pub mod quant;
 pub mod system;
@@ -36,7 +37,7 @@ pub struct Options {
     /// Transport payload sizes in bytes (empty: the suite's defaults).
     pub sizes: Vec<usize>,
     /// The endpoint suite's target and load, when it is asked for.
-    pub endpoint: Option<crate::endpoint::Config>,
+    pub endpoint: Option<endpoint::Config>,
 }
 
 /// The suites a bare `run` runs (`endpoint` needs a target, so it runs only when named).
@@ -53,7 +54,7 @@ pub fn benchmark(suite: Suite, options: &Options) -> Result<Box<dyn Benchmark>, 
         Suite::Alloc => Ok(Box::new(gpu::AllocSuite)),
         Suite::Gemm => Ok(Box::new(gpu::GemmSuite)),
         Suite::Endpoint => match &options.endpoint {
-            Some(config) => Ok(Box::new(crate::endpoint::EndpointSuite { config: config.clone() })),
+            Some(config) => Ok(Box::new(endpoint::EndpointSuite { config: config.clone() })),
             None => Err("the endpoint suite needs --target URL and --protocol".into()),
         },
         Suite::Transport => Ok(Box::new(transport::TransportSuite {

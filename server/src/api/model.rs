@@ -1,44 +1,34 @@
 //! The planning model over HTTP: `POST /api/v1/model/*`. Each endpoint is one pure function of
 //! the `model` crate; the browser runs the same functions without a round trip.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
 use axum::routing::post;
 use axum::{Json, Router};
 use model::ModelError;
-use model::cost::{Amortization, AmortizationInput, BreakEven, BreakEvenInput};
-use model::memory::{KvCache, MemoryFit, MemoryInput, Precision};
-use model::queue::{ReplicaInput, ReplicaPlan};
-use model::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source};
-use model::transport::{Placement, TransportAdvice, TransportInput, TransportMeasurement};
-use model::uncertainty::{Uncertainty, UncertaintyInput};
+use model::plan::cost::{Amortization, AmortizationInput, BreakEven, BreakEvenInput};
+use model::plan::memory::{KvCache, MemoryFit, MemoryInput, Precision};
+use model::plan::queue::{ReplicaInput, ReplicaPlan};
+use model::plan::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source};
+use model::plan::transport::{Placement, TransportAdvice, TransportInput, TransportMeasurement};
+use model::plan::uncertainty::{Uncertainty, UncertaintyInput};
 use model::units::{Bytes as ByteCount, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::AppState;
-use crate::auth::{Caller, Role};
+use crate::auth::{Needs, need};
 use crate::error::ApiError;
-use crate::json;
+use crate::json::ApiJson;
 
 /// Bodies beyond this are refused; a right-sizing catalog of thousands of rows fits easily.
 pub const MAX_MODEL_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// Authenticates, parses, computes off the async threads (Monte Carlo and right-sizing take
-/// milliseconds), and refuses to answer with a number that is not finite.
-async fn compute<I, O>(
-    caller: Caller,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-    f: fn(&I) -> Result<O, ModelError>,
-) -> Result<Json<O>, ApiError>
+/// Computes off the async threads (Monte Carlo and right-sizing take milliseconds), and refuses
+/// to answer with a number that is not finite.
+async fn compute<I, O>(input: I, f: fn(&I) -> Result<O, ModelError>) -> Result<Json<O>, ApiError>
 where
-    I: DeserializeOwned + Send + 'static,
+    I: Send + 'static,
     O: Serialize + Send + 'static,
 {
-    caller.require(Role::Planner)?;
-    let input: I = json::from_body(&headers, body)?;
     let output = tokio::task::spawn_blocking(move || f(&input))
         .await
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("model task failed: {e}")))??;
@@ -90,11 +80,10 @@ macro_rules! endpoints {
                     (status = 415, description = "not application/json"),
                     (status = 422, description = "an input is impossible or meaningless; `field` names it")))]
             pub async fn $name(
-                caller: Caller,
-                headers: HeaderMap,
-                body: Result<Bytes, BytesRejection>,
+                _caller: Needs<need::Planner>,
+                ApiJson(input): ApiJson<$input>,
             ) -> Result<Json<$output>, ApiError> {
-                compute::<$input, $output>(caller, headers, body, $function).await
+                compute::<$input, $output>(input, $function).await
             }
         )+
 
@@ -123,19 +112,19 @@ fn answer<I: DeserializeOwned, O: Serialize>(
 }
 
 endpoints! {
-    amortization, "/api/v1/model/amortization", AmortizationInput, Amortization, model::cost::amortize,
+    amortization, "/api/v1/model/amortization", AmortizationInput, Amortization, model::plan::cost::amortize,
         "Training amortized over the requests it serves, plus serving: cost per request and monthly spend.";
-    break_even, "/api/v1/model/break-even", BreakEvenInput, BreakEven, model::cost::break_even,
+    break_even, "/api/v1/model/break-even", BreakEvenInput, BreakEven, model::plan::cost::break_even,
         "Whether paying more at every retrain (distillation, QAT) to serve cheaper pays back, and when.";
-    replicas, "/api/v1/model/replicas", ReplicaInput, ReplicaPlan, model::queue::size_replicas,
+    replicas, "/api/v1/model/replicas", ReplicaInput, ReplicaPlan, model::plan::queue::size_replicas,
         "The fewest replicas that meet a latency SLO at a quantile (M/M/c exact, M/G/c approximation).";
-    right_size, "/api/v1/model/right-size", RightSizeInput, RightSizing, model::rightsize::right_size,
+    right_size, "/api/v1/model/right-size", RightSizeInput, RightSizing, model::plan::rightsize::right_size,
         "The cheapest instance type × precision × batch × replicas that meets the SLO, memory and accuracy limits, the Pareto front of cost vs latency, and why the rest failed.";
-    memory_fit, "/api/v1/model/memory-fit", MemoryInput, MemoryFit, model::memory::memory_fit,
+    memory_fit, "/api/v1/model/memory-fit", MemoryInput, MemoryFit, model::plan::memory::memory_fit,
         "Weights, activations, KV cache and headroom against device memory; the largest batch that fits.";
-    transport, "/api/v1/model/transport", TransportInput, TransportAdvice, model::transport::advise_transport,
+    transport, "/api/v1/model/transport", TransportInput, TransportAdvice, model::plan::transport::advise_transport,
         "Cores and monthly core cost of each measured transport at a request rate; the recommendation and why.";
-    uncertainty, "/api/v1/model/uncertainty", UncertaintyInput, Uncertainty, model::uncertainty::simulate,
+    uncertainty, "/api/v1/model/uncertainty", UncertaintyInput, Uncertainty, model::plan::uncertainty::simulate,
         "Monte Carlo over input ranges: P10/P50/P90 of cost per request and monthly cost, break-even probability, tornado table.";
 }
 

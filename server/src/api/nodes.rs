@@ -1,13 +1,19 @@
-//! Nodes that have reported at least one run.
+//! Nodes that have reported at least one run, and what the pages read of them: the Fleet, the
+//! measured nodes and services the Planner and Right-sizing size with, and the transport runs.
 
+use app::data::{MeasuredFleet, MeasuredNode, MeasuredService, TransportRun};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use model::NodeSummary;
+use model::{FleetView, NodeSummary, RunDetail, Suite, wire::measured};
 
 use crate::AppState;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
+use crate::store::{RunFilter, Store};
+
+/// How many runs the Fleet page lists.
+const RECENT_RUNS: u32 = 20;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/nodes", get(list))
@@ -19,4 +25,121 @@ pub fn router() -> Router<AppState> {
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<NodeSummary>>, ApiError> {
     caller.require(Role::Viewer)?;
     Ok(Json(state.store.list_nodes().await?))
+}
+
+/// The Fleet page: every node and the newest runs.
+pub async fn fleet(store: &Store, caller: &Caller) -> Result<FleetView, ApiError> {
+    let user = caller.require(Role::Viewer)?.0.to_string();
+    let nodes = store.list_nodes().await?;
+    let filter = RunFilter { limit: RECENT_RUNS, ..RunFilter::default() };
+    let recent_runs = store.list_runs(&filter).await?;
+    Ok(FleetView { user, nodes, recent_runs })
+}
+
+/// Nodes with a quantization run (priced from the node or the catalog) and the load-tested services, for the Planner and Right-sizing.
+pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, ApiError> {
+    caller.require(Role::Viewer)?;
+    let mut nodes = Vec::new();
+    for (node, detail) in latest_with_suite(store, Suite::Quant).await? {
+        let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type) {
+            (Some(price), _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),
+            (None, Some(instance)) => match store.catalog_price(instance).await? {
+                Some((price, source)) => (Some(price), source),
+                None => (None, format!("nowhere: {instance} is not in the price catalog")),
+            },
+            (None, None) => (None, "nowhere: the node gave no instance type or price".to_string()),
+        };
+        let run_id = detail.run.run_id.to_string();
+        let Some(hardware) =
+            measured::hardware_from_quant_run(&node, &run_id, &detail.measurements, hourly_usd.unwrap_or(0.0), 1.0)
+        else {
+            continue;
+        };
+        let best_throughput_rps = detail
+            .measurements
+            .iter()
+            .filter(|m| {
+                m.is(model::Case::MlpThroughput) && m.parameters.get("variant").map(String::as_str) == Some("fp32")
+            })
+            .filter_map(|m| m.stats.map(|s| s.mean))
+            .max_by(f64::total_cmp);
+        nodes.push(MeasuredNode {
+            node_id: node.node_id.clone(),
+            hostname: node.hostname.clone(),
+            run_id,
+            run_started_at_ms: detail.run.started_at_ms,
+            hourly_usd,
+            price_source,
+            best_throughput_rps,
+            hardware,
+        });
+    }
+    let services = measured_services(store).await?;
+    Ok(MeasuredFleet { nodes, services })
+}
+
+/// Each node's newest transport run, newest first.
+pub async fn transport_runs(store: &Store, caller: &Caller) -> Result<Vec<TransportRun>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let mut runs: Vec<TransportRun> = latest_with_suite(store, Suite::Transport)
+        .await?
+        .into_iter()
+        .map(|(node, detail)| {
+            let run_id = detail.run.run_id.to_string();
+            TransportRun {
+                points: measured::transport_points(&run_id, &detail.measurements),
+                node_id: node.node_id,
+                hostname: node.hostname,
+                run_id,
+                started_at_ms: detail.run.started_at_ms,
+            }
+        })
+        .collect();
+    runs.sort_by_key(|r| std::cmp::Reverse(r.started_at_ms));
+    Ok(runs)
+}
+
+/// Services the endpoint suite measured, newest run first, each calibrated by the model.
+async fn measured_services(store: &Store) -> Result<Vec<MeasuredService>, ApiError> {
+    const SERVICES: u32 = 10;
+    let filter = RunFilter { suite: Some(Suite::Endpoint), limit: SERVICES, ..RunFilter::default() };
+    let mut services = Vec::new();
+    for run in store.list_runs(&filter).await? {
+        let Some(detail) = store.get_run_figures(run.run_id).await? else { continue };
+        let Some(check) = model::plan::endpoint::check(&model::plan::endpoint::steps(&detail.measurements)) else {
+            continue;
+        };
+        let first = detail.measurements.iter().find(|m| m.suite == Suite::Endpoint);
+        let param = |key: &str| first.and_then(|m| m.parameters.get(key).cloned());
+        let c = check.calibration;
+        services.push(MeasuredService {
+            run_id: run.run_id.to_string(),
+            started_at_ms: run.started_at_ms,
+            hostname: run.hostname.clone(),
+            target: param("target").unwrap_or_default(),
+            protocol: param("protocol").unwrap_or_default(),
+            model: param("model"),
+            service_mean_s: c.service_mean,
+            service_cv: c.service_cv,
+            concurrency: c.concurrency,
+            saturation_rps: c.saturation_rps,
+            saturation_measured: c.saturation_measured,
+            mape_p99: check.mape_p99,
+        });
+    }
+    Ok(services)
+}
+
+/// Each node with its newest run that has `suite`.
+async fn latest_with_suite(store: &Store, suite: Suite) -> Result<Vec<(NodeSummary, RunDetail)>, ApiError> {
+    let mut out = Vec::new();
+    for node in store.list_nodes().await? {
+        let filter =
+            RunFilter { node: Some(node.node_id.clone()), suite: Some(suite), limit: 1, ..RunFilter::default() };
+        let Some(run) = store.list_runs(&filter).await?.into_iter().next() else { continue };
+        if let Some(detail) = store.get_run_figures(run.run_id).await? {
+            out.push((node, detail));
+        }
+    }
+    Ok(out)
 }

@@ -1,6 +1,7 @@
 //! The price catalog over HTTP: exported and imported as CSV. An import replaces the whole
 //! catalog as a new version, or, when any cell is wrong, changes nothing and says where.
 
+use app::data::{CatalogView, PriceRowView};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -121,4 +122,38 @@ pub async fn import(
 pub async fn versions(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<CatalogVersion>>, ApiError> {
     caller.require(Role::Viewer)?;
     Ok(Json(state.store.catalog_versions().await?))
+}
+
+/// The current price catalog as the Admin page shows it, and whether the caller may import.
+pub async fn catalog(store: &Store, caller: &Caller) -> Result<CatalogView, ApiError> {
+    caller.require(Role::Viewer)?;
+    let version = store.catalog_version().await?.ok_or_else(|| anyhow::anyhow!("no price catalog loaded"))?;
+    let rows = store.price_catalog().await?;
+    Ok(CatalogView {
+        version: version.version,
+        created_at_ms: version.created_at_ms,
+        created_by: version.created_by,
+        origin: version.origin,
+        csv: prices::to_csv(&rows),
+        rows: rows.into_iter().map(price_view).collect(),
+        can_edit: caller.require(Role::Finance).is_ok(),
+    })
+}
+
+fn price_view(r: prices::PriceRow) -> PriceRowView {
+    PriceRowView {
+        gpus: match (&r.gpu_model, r.gpu_count) {
+            (Some(model), n) if n > 0 => format!("{n} × {model}"),
+            _ => String::new(),
+        },
+        provider: r.provider,
+        instance_type: r.instance_type,
+        vcpus: r.vcpus,
+        memory_bytes: r.memory_bytes,
+        hourly_micro_usd: r.hourly_micro_usd,
+        purchase_option: r.purchase_option,
+        region: r.region,
+        source: r.source,
+        as_of: r.as_of,
+    }
 }

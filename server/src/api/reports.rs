@@ -3,20 +3,20 @@
 
 use std::collections::HashSet;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use app::data::{ReportSummaryView, ReportsView};
 use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use model::FieldError;
 use uuid::Uuid;
 
 use crate::AppState;
-use crate::auth::{Caller, Role};
+use crate::auth::{Caller, Needs, Role, need};
 use crate::error::ApiError;
-use crate::json;
+use crate::json::ApiJson;
 use crate::reports::{self, Prices, Report, ReportRequest};
 use crate::store::{ReportRecord, Store};
 
@@ -47,11 +47,12 @@ pub async fn build_and_store(store: &Store, caller: &Caller, request: ReportRequ
     let known = store.existing_runs(&wanted).await?;
     let scenarios =
         store.existing_scenarios(request.deployments.iter().filter_map(|d| d.scenario_id.as_deref())).await?;
-    if let Some((i, missing)) =
-        request.deployments.iter().enumerate().find_map(|(i, d)| {
-            d.scenario_id.as_ref().filter(|s| s.len() <= 64 && !scenarios.contains(*s)).map(|s| (i, s))
-        })
-    {
+    if let Some((i, missing)) = request.deployments.iter().enumerate().find_map(|(i, d)| {
+        d.scenario_id
+            .as_ref()
+            .filter(|s| s.len() <= crate::store::MAX_ID_BYTES && !scenarios.contains(*s))
+            .map(|s| (i, s))
+    }) {
         return Err(model::FieldError::new(
             format!("deployments[{i}].scenario_id"),
             format!("no saved scenario {missing}"),
@@ -78,12 +79,9 @@ pub async fn build_and_store(store: &Store, caller: &Caller, request: ReportRequ
         (status = 422, description = "a field is wrong (an unknown instance type, run, date…); `field` names it")))]
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    caller: Needs<need::Finance>,
+    ApiJson(request): ApiJson<ReportRequest>,
 ) -> Result<(StatusCode, Json<ReportRecord>), ApiError> {
-    caller.require(Role::Finance)?;
-    let request: ReportRequest = json::from_body(&headers, body)?;
     Ok((StatusCode::CREATED, Json(build_and_store(&state.store, &caller, request).await?)))
 }
 
@@ -140,4 +138,124 @@ pub async fn get_one(
         ),
         Some(other) => return Err(ApiError::NotFound(format!("no export format '{other}'; use csv, xlsx or parquet"))),
     })
+}
+
+/// Every report and the newest one's breakdown and savings, for the Reports page.
+pub async fn overview(store: &Store, caller: &Caller) -> Result<ReportsView, ApiError> {
+    caller.require(Role::Finance)?;
+    let records = store.list_reports(200).await?;
+    let newest = match records.first() {
+        Some(r) => store.report(&r.id).await?,
+        None => None,
+    };
+    let (top, others, savings) = match &newest {
+        None => (vec![], 0, vec![]),
+        Some(report) => {
+            let mut rows: Vec<_> = report.rows.iter().collect();
+            rows.sort_by_key(|r| std::cmp::Reverse(r.total_micro_usd));
+            let top = rows
+                .iter()
+                .take(15)
+                .map(|r| (r.deployment.clone(), r.serving_micro_usd, r.training_micro_usd))
+                .collect();
+            let savings = reports::KINDS
+                .iter()
+                .map(|k| {
+                    (
+                        serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                        report.saving_micro_usd(*k),
+                    )
+                })
+                .collect();
+            (top, rows.len().saturating_sub(15), savings)
+        }
+    };
+    let planner_scenarios = store.count_scenarios(app::pages::planner::KIND).await? as usize;
+    Ok(ReportsView { reports: records.into_iter().map(report_view).collect(), top, others, savings, planner_scenarios })
+}
+
+/// Builds and stores a report for `from`..=`to` with one deployment per saved Planner scenario,
+/// each charged to `team` (none when empty).
+pub async fn from_scenarios(
+    store: &Store,
+    caller: &Caller,
+    name: String,
+    team: &str,
+    from: String,
+    to: String,
+) -> Result<ReportSummaryView, ApiError> {
+    caller.require(Role::Finance)?;
+    let deployments: Vec<reports::DeploymentInput> = store
+        .list_scenarios(10_000)
+        .await?
+        .iter()
+        .filter(|s| s.kind == app::pages::planner::KIND)
+        .map(|s| Ok(deployment_of(s, &s.inputs()?, team.trim())))
+        .collect::<anyhow::Result<_>>()?;
+    if deployments.is_empty() {
+        return Err(
+            FieldError::new("deployments", "no planner scenario is saved yet; save one on the Planner page").into()
+        );
+    }
+    let request = reports::ReportRequest { name, from, to, deployments };
+    Ok(report_view(build_and_store(store, caller, request).await?))
+}
+
+pub fn report_view(r: ReportRecord) -> ReportSummaryView {
+    ReportSummaryView {
+        id: r.id,
+        name: r.name,
+        from: r.period_from,
+        to: r.period_to,
+        catalog_version: r.catalog_version,
+        created_by: r.created_by,
+        created_at_ms: r.created_at_ms,
+        deployments: r.deployment_count,
+        total_micro_usd: r.total_micro_usd,
+    }
+}
+
+/// A saved planner scenario as a report deployment: its monthly volume, training, serving cost
+/// per request (entered, or derived from price and throughput as the planner does), and its
+/// distillation option as a recommendation.
+fn deployment_of(
+    scenario: &crate::store::ScenarioRecord,
+    inputs: &std::collections::BTreeMap<String, String>,
+    team: &str,
+) -> reports::DeploymentInput {
+    let num = |key: &str| -> f64 {
+        let spec = app::pages::planner::FIELDS.iter().find(|f| f.key == key);
+        let text = inputs.get(key).map(String::as_str).or(spec.map(|s| s.default)).unwrap_or("0");
+        app::components::form::parse_number(text).unwrap_or(0.0)
+    };
+    let flag = |key: &str| num(key) == 1.0;
+    let serving = if flag("derive") {
+        num("hourly") / 3600.0 / (num("throughput") * num("utilization") / 100.0)
+    } else {
+        num("serving")
+    };
+    let recommendations = if flag("optimize") {
+        vec![reports::RecommendationInput::cheaper_model(
+            reports::Kind::Distillation,
+            num("saving") / 100.0,
+            num("extra"),
+        )]
+    } else {
+        vec![]
+    };
+    reports::DeploymentInput {
+        name: scenario.name.clone(),
+        team: (!team.is_empty()).then(|| team.to_string()),
+        instance_type: None,
+        purchase_option: "on_demand".into(),
+        region: None,
+        replicas: None,
+        serving_cost_per_request_usd: Some(reports::Amount::Number(serving)),
+        requests_per_month: num("requests").max(0.0).round() as u64,
+        training_cost_usd: Some(reports::Amount::Number(num("training"))),
+        retrains_per_month: num("retrains"),
+        run_ids: vec![],
+        scenario_id: Some(scenario.id.clone()),
+        recommendations,
+    }
 }

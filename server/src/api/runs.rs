@@ -1,20 +1,25 @@
 //! Runs: ingest over HTTP (agents) and read back (viewers).
 
+use app::data::{RunView, TrendPoint};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite};
+use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite, wire::measured};
 use serde::Deserialize;
+use uuid::Uuid;
 
 use crate::AppState;
 use crate::auth::{AgentCaller, Caller, Role};
 use crate::error::ApiError;
 use crate::ingest::{self, Door, MAX_UPLOAD_BYTES};
 use crate::json;
-use crate::store::RunFilter;
+use crate::store::{RunFilter, Store};
+
+/// How many of a node's runs the run page lists and follows in its trend charts.
+const NODE_RUNS: u32 = 30;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -98,4 +103,29 @@ pub async fn get_one(
         uuid::Uuid::parse_str(&id).map_err(|e| ApiError::BadRequest(format!("run id '{id}' is not a UUID: {e}")))?;
     let run = state.store.get_run(run_id).await?;
     run.map(Json).ok_or_else(|| ApiError::NotFound(format!("no run with id {run_id}")))
+}
+
+/// One run and its node's history, with a trend per suite's headline figure.
+pub async fn page(store: &Store, caller: &Caller, run_id: &str) -> Result<RunView, ApiError> {
+    caller.require(Role::Viewer)?;
+    let id = Uuid::parse_str(run_id).map_err(|_| ApiError::BadRequest(format!("'{run_id}' is not a run id")))?;
+    let detail = store.get_run_figures(id).await?.ok_or_else(|| ApiError::NotFound(format!("no run {run_id}")))?;
+    let filter = RunFilter { node: Some(detail.run.node_id.clone()), limit: NODE_RUNS, ..RunFilter::default() };
+    let node_runs = store.list_runs(&filter).await?;
+    let mut trends = Vec::new();
+    for &suite in &detail.run.suites {
+        let mut points = Vec::new();
+        let mut label = None;
+        for run in node_runs.iter().filter(|r| r.suites.contains(&suite)).rev() {
+            let Some(other) = store.get_run_figures(run.run_id).await? else { continue };
+            if let Some((name, unit, value)) = measured::headline(suite, &other.measurements) {
+                label = Some((name, unit));
+                points.push(TrendPoint { run_id: run.run_id.to_string(), started_at_ms: run.started_at_ms, value });
+            }
+        }
+        if let Some((name, unit)) = label {
+            trends.push((name, unit, points));
+        }
+    }
+    Ok(RunView { detail, node_runs, trends })
 }

@@ -5,21 +5,19 @@
 
 use std::collections::BTreeMap;
 
-use app::data::ScenarioView;
-use app::form::{FieldSpec, validate};
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use app::components::form::{FieldSpec, validate};
+use app::data::{ScenarioList, ScenarioView};
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use model::FieldError;
 use serde::Deserialize;
 
 use crate::AppState;
-use crate::auth::{Caller, Role};
+use crate::auth::{Caller, Needs, Role, need};
 use crate::error::ApiError;
-use crate::json;
+use crate::json::ApiJson;
 use crate::store::{ScenarioRecord, Store};
 
 /// Largest scenario body.
@@ -49,8 +47,8 @@ pub struct NewScenario {
 
 fn fields_of(kind: &str) -> Result<&'static [FieldSpec], FieldError> {
     match kind {
-        app::planner::KIND => Ok(app::planner::FIELDS),
-        app::rightsizing::KIND => Ok(app::rightsizing::FIELDS),
+        app::pages::planner::KIND => Ok(app::pages::planner::FIELDS),
+        app::pages::right_sizing::KIND => Ok(app::pages::right_sizing::FIELDS),
         other => Err(FieldError::new("kind", format!("unknown kind '{other}', expected planner or right_sizing"))),
     }
 }
@@ -66,14 +64,33 @@ pub async fn create(store: &Store, caller: &Caller, new: NewScenario) -> Result<
     view(&record)
 }
 
+/// Saves a page's inputs given as its URL query (what the pages send).
+pub async fn create_from_query(
+    store: &Store,
+    caller: &Caller,
+    kind: String,
+    name: String,
+    query: &str,
+) -> Result<ScenarioView, ApiError> {
+    caller.require(Role::Planner)?;
+    let inputs = app::components::form::from_query(query).map_err(|e| FieldError::new("inputs", e))?;
+    create(store, caller, NewScenario { kind, name, inputs }).await
+}
+
+/// The Scenarios page: every scenario, and whether the caller may rename and delete them.
+pub async fn page_list(store: &Store, caller: &Caller) -> Result<ScenarioList, ApiError> {
+    let items = all(store, caller).await?;
+    Ok(ScenarioList { items, can_edit: caller.require(Role::Planner).is_ok() })
+}
+
 /// A scenario's name, trimmed, once it is neither empty nor too long.
 fn checked_name(name: &str) -> Result<&str, FieldError> {
     let name = name.trim();
     if name.is_empty() {
         return Err(FieldError::new("name", "must not be empty"));
     }
-    if name.chars().count() > app::scenarios::MAX_NAME {
-        return Err(FieldError::new("name", format!("must be at most {} characters", app::scenarios::MAX_NAME)));
+    if name.chars().count() > app::pages::scenarios::MAX_NAME {
+        return Err(FieldError::new("name", format!("must be at most {} characters", app::pages::scenarios::MAX_NAME)));
     }
     Ok(name)
 }
@@ -87,27 +104,38 @@ pub struct Rename {
 
 /// Renames a scenario (role planner).
 pub async fn rename(store: &Store, caller: &Caller, id: &str, name: &str) -> Result<ScenarioView, ApiError> {
-    caller.require(Role::Planner)?;
+    let (by, _) = caller.require(Role::Planner)?;
+    let id = checked_id(id)?;
     let name = checked_name(name)?;
     let record = store.rename_scenario(id, name).await?.ok_or_else(|| not_found(id))?;
-    tracing::info!(scenario = id, by = caller.require(Role::Planner)?.0, "scenario renamed");
+    tracing::info!(scenario = id, by, "scenario renamed");
     view(&record)
 }
 
 /// Deletes a scenario (role planner).
 pub async fn delete(store: &Store, caller: &Caller, id: &str) -> Result<(), ApiError> {
-    caller.require(Role::Planner)?;
+    let (by, _) = caller.require(Role::Planner)?;
+    let id = checked_id(id)?;
     if !store.delete_scenario(id).await? {
         return Err(not_found(id));
     }
-    tracing::info!(scenario = id, by = caller.require(Role::Planner)?.0, "scenario deleted");
+    tracing::info!(scenario = id, by, "scenario deleted");
     Ok(())
 }
 
 /// One scenario (role viewer).
 pub async fn one(store: &Store, caller: &Caller, id: &str) -> Result<ScenarioView, ApiError> {
     caller.require(Role::Viewer)?;
+    let id = checked_id(id)?;
     view(&store.scenario(id).await?.ok_or_else(|| not_found(id))?)
+}
+
+/// An id no scenario can have is refused before the store is asked, without echoing it.
+fn checked_id(id: &str) -> Result<&str, ApiError> {
+    if id.len() > crate::store::MAX_ID_BYTES {
+        return Err(ApiError::NotFound(format!("no scenario has an id of {} bytes", id.len())));
+    }
+    Ok(id)
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -119,7 +147,7 @@ pub fn view(record: &ScenarioRecord) -> Result<ScenarioView, ApiError> {
         id: record.id.clone(),
         name: record.name.clone(),
         kind: record.kind.clone(),
-        query: app::form::to_query(&record.inputs()?),
+        query: app::components::form::to_query(&record.inputs()?),
         created_by: record.created_by.clone(),
         created_at_ms: record.created_at_ms,
         catalog_version: record.catalog_version,
@@ -140,12 +168,9 @@ pub async fn all(store: &Store, caller: &Caller) -> Result<Vec<ScenarioView>, Ap
         (status = 422, description = "a field is wrong; `field` names it")))]
 pub async fn create_json(
     State(state): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    caller: Needs<need::Planner>,
+    ApiJson(new): ApiJson<NewScenario>,
 ) -> Result<(StatusCode, Json<ScenarioView>), ApiError> {
-    caller.require(Role::Planner)?;
-    let new: NewScenario = json::from_body(&headers, body)?;
     Ok((StatusCode::CREATED, Json(create(&state.store, &caller, new).await?)))
 }
 
@@ -175,13 +200,10 @@ pub async fn get_one(
         (status = 422, description = "the name is empty or too long; `field` names it")))]
 pub async fn rename_json(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Needs<need::Planner>,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    ApiJson(Rename { name }): ApiJson<Rename>,
 ) -> Result<Json<ScenarioView>, ApiError> {
-    caller.require(Role::Planner)?;
-    let Rename { name } = json::from_body(&headers, body)?;
     Ok(Json(rename(&state.store, &caller, &id, &name).await?))
 }
 

@@ -31,19 +31,22 @@ pub use scenarios::ScenarioRecord;
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
+/// The longest id the store hands out (UUIDs are 36); a longer one names nothing stored.
+pub const MAX_ID_BYTES: usize = 64;
+
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub enum DatabaseKind {
     Sqlite,
     Postgres,
 }
 
-impl Backend {
+impl DatabaseKind {
     pub fn from_url(url: &str) -> anyhow::Result<Self> {
         if url.starts_with("sqlite:") {
-            Ok(Backend::Sqlite)
+            Ok(DatabaseKind::Sqlite)
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            Ok(Backend::Postgres)
+            Ok(DatabaseKind::Postgres)
         } else {
             anyhow::bail!("unsupported database URL '{url}': expected sqlite://PATH or postgres://…")
         }
@@ -51,8 +54,8 @@ impl Backend {
 
     pub fn name(self) -> &'static str {
         match self {
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
+            DatabaseKind::Sqlite => "sqlite",
+            DatabaseKind::Postgres => "postgres",
         }
     }
 }
@@ -61,7 +64,7 @@ impl Backend {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
-    backend: Backend,
+    backend: DatabaseKind,
     /// SQLite takes one writer at a time. Writers queue here, first come first served, without
     /// holding a pooled connection, instead of spinning in SQLite's busy handler while readers
     /// starve for connections. `None` on Postgres, whose writers run side by side.
@@ -80,16 +83,16 @@ pub fn sqlite_url(data_dir: &Path) -> String {
 impl Store {
     /// Connects, creating an SQLite file if needed, and applies pending migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        let backend = Backend::from_url(url)?;
+        let backend = DatabaseKind::from_url(url)?;
         // SQLite: one writer at a time (see `Store::writer`) and readers beside it under WAL.
-        Self::connect_with(url, if backend == Backend::Sqlite { 8 } else { 16 }).await
+        Self::connect_with(url, if backend == DatabaseKind::Sqlite { 8 } else { 16 }).await
     }
 
     /// [`Store::connect`] with a pool of at most `max_connections`.
     pub async fn connect_with(url: &str, max_connections: u32) -> anyhow::Result<Self> {
         sqlx::any::install_default_drivers();
-        let backend = Backend::from_url(url)?;
-        if backend == Backend::Sqlite {
+        let backend = DatabaseKind::from_url(url)?;
+        if backend == DatabaseKind::Sqlite {
             create_private_file(url)?;
         }
         let options = AnyConnectOptions::from_str(url)
@@ -100,7 +103,7 @@ impl Store {
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _| {
                 Box::pin(async move {
-                    if backend == Backend::Sqlite {
+                    if backend == DatabaseKind::Sqlite {
                         // WAL lets readers proceed during ingest; synchronous=FULL keeps every
                         // acknowledged commit across a power loss.
                         sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
@@ -117,11 +120,11 @@ impl Store {
             .await
             .with_context(|| format!("cannot connect to the {} database", backend.name()))?;
         let migrator = match backend {
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            DatabaseKind::Sqlite => &SQLITE_MIGRATIONS,
+            DatabaseKind::Postgres => &POSTGRES_MIGRATIONS,
         };
         migrator.run(&pool).await.context("database migration failed")?;
-        let writer = (backend == Backend::Sqlite).then(|| Arc::new(Semaphore::new(1)));
+        let writer = (backend == DatabaseKind::Sqlite).then(|| Arc::new(Semaphore::new(1)));
         let store = Store { pool, backend, writer };
         store.seed_price_catalog().await.context("cannot load the default price catalog")?;
         Ok(store)
@@ -145,7 +148,7 @@ impl Store {
         Ok((permit, self.pool.begin().await?))
     }
 
-    pub fn backend(&self) -> Backend {
+    pub fn database(&self) -> DatabaseKind {
         self.backend
     }
 
@@ -156,7 +159,7 @@ impl Store {
 
     /// SQLite's journal mode (`wal` expected); `None` on Postgres.
     pub async fn journal_mode(&self) -> anyhow::Result<Option<String>> {
-        if self.backend != Backend::Sqlite {
+        if self.backend != DatabaseKind::Sqlite {
             return Ok(None);
         }
         let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(&self.pool).await?;

@@ -81,35 +81,34 @@ impl Store {
 
     /// Which of these scenario ids are saved.
     pub async fn existing_scenarios<'a>(&self, ids: impl Iterator<Item = &'a str>) -> anyhow::Result<HashSet<String>> {
-        let ids: Vec<&str> = ids.filter(|id| id.len() <= 64).collect::<HashSet<_>>().into_iter().collect();
+        self.existing_ids("scenarios", ids).await
+    }
+
+    /// Which of these run ids are stored.
+    pub async fn existing_runs(&self, ids: &[Uuid]) -> anyhow::Result<HashSet<Uuid>> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        let found = self.existing_ids("runs", ids.iter().map(String::as_str)).await?;
+        Ok(found.iter().filter_map(|id| Uuid::parse_str(id).ok()).collect())
+    }
+
+    /// Which of `ids` are in `table`'s `id` column, asked 500 at a time; ids longer than any
+    /// the store hands out are not looked up.
+    async fn existing_ids<'a>(
+        &self,
+        table: &'static str,
+        ids: impl Iterator<Item = &'a str>,
+    ) -> anyhow::Result<HashSet<String>> {
+        let ids: Vec<&str> =
+            ids.filter(|id| id.len() <= super::MAX_ID_BYTES).collect::<HashSet<_>>().into_iter().collect();
         let mut found = HashSet::new();
         for chunk in ids.chunks(500) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!("SELECT id FROM scenarios WHERE id IN ({})", placeholders.join(", "));
+            let sql = format!("SELECT id FROM {table} WHERE id IN ({})", placeholders.join(", "));
             let mut query = sqlx::query_as::<_, (String,)>(AssertSqlSafe(sql));
             for id in chunk {
                 query = query.bind(*id);
             }
             found.extend(query.fetch_all(&self.pool).await?.into_iter().map(|(id,)| id));
-        }
-        Ok(found)
-    }
-
-    /// Which of these run ids are stored.
-    pub async fn existing_runs(&self, ids: &[Uuid]) -> anyhow::Result<HashSet<Uuid>> {
-        let mut found = HashSet::new();
-        for chunk in ids.chunks(500) {
-            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!("SELECT id FROM runs WHERE id IN ({})", placeholders.join(", "));
-            let mut query = sqlx::query_as::<_, (String,)>(AssertSqlSafe(sql));
-            for id in chunk {
-                query = query.bind(id.to_string());
-            }
-            for (id,) in query.fetch_all(&self.pool).await? {
-                if let Ok(id) = Uuid::parse_str(&id) {
-                    found.insert(id);
-                }
-            }
         }
         Ok(found)
     }

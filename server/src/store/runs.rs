@@ -231,7 +231,7 @@ impl Store {
     }
 
     /// Per node: the median memcpy bandwidth of its latest `system` run, the measurement the
-    /// model ranks highest ([`model::measured::memcpy_rank`]), as on the run's page.
+    /// model ranks highest ([`model::wire::measured::memcpy_rank`]), as on the run's page.
     async fn latest_memcpy(&self) -> anyhow::Result<HashMap<String, f64>> {
         let rows: Vec<(String, String, Option<f64>)> = sqlx::query_as(
             // One index probe per node for its latest system run, then those runs' rows by key.
@@ -248,7 +248,7 @@ impl Store {
         for (node, parameters, p50) in rows {
             let Some(p50) = p50 else { continue };
             let params: BTreeMap<String, String> = serde_json::from_str(&parameters)?;
-            let rank = model::measured::memcpy_rank(&params);
+            let rank = model::wire::measured::memcpy_rank(&params);
             let entry = best.entry(node).or_insert((rank, p50));
             if rank > entry.0 {
                 *entry = (rank, p50);

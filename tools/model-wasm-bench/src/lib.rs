@@ -1,8 +1,8 @@
 //! Entry points for timing the planning model as the browser runs it: compiled to wasm32 and
 //! called from JavaScript (`run.mjs`), which does the timing.
 
-use model::cost::{AmortizationInput, amortize};
-use model::uncertainty::{UncertaintyInput, simulate};
+use model::plan::cost::{AmortizationInput, amortize};
+use model::plan::uncertainty::{UncertaintyInput, simulate};
 use model::units::{PerMonth, Usd};
 use wasm_bindgen::prelude::wasm_bindgen;
 

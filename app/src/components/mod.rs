@@ -1,0 +1,6 @@
+//! Parts more than one page uses: the SVG charts, the form fields with their checks, and the
+//! measured-service picker.
+
+pub mod charts;
+pub mod form;
+pub mod service_picker;

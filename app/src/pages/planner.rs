@@ -1,0 +1,873 @@
+//! The Planner: what a request costs with training amortized over the requests it serves, and
+//! whether spending more on training (distillation, quantization-aware training) to serve more
+//! cheaply pays back. Everything is computed in the browser by the `model` crate as people type.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+use model::format::{count, grouped, points, usd};
+use model::plan::cost::{
+    Amortization, AmortizationInput, BreakEven, BreakEvenInput, CapacityCost, CapacityInput, LatencySlo, SizedBy,
+    amortize, break_even, capacity_cost,
+};
+use model::plan::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
+use model::units::{HOURS_PER_MONTH, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
+
+use crate::components::charts::{Band, LineChart, Rule as ChartRule, Series, line_chart, tornado};
+use crate::components::form::{FieldSpec, FlagField, Form, NumberField, Rule};
+use crate::components::service_picker::ServicePicker;
+use crate::data::{MeasuredNode, MeasuredService};
+use crate::pages::scenarios::SaveScenario;
+
+pub const KIND: &str = "planner";
+
+pub const FIELDS: &[FieldSpec] = &[
+    FieldSpec { key: "requests", label: "Requests per month", unit: "requests", default: "50M", rule: Rule::Positive },
+    FieldSpec { key: "growth", label: "Growth per month", unit: "%", default: "5", rule: Rule::Any },
+    FieldSpec {
+        key: "retrains",
+        label: "Retrains per month",
+        unit: "per month",
+        default: "1",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "training",
+        label: "Cost of one training",
+        unit: "USD",
+        default: "20000",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "derive", label: "Derive serving cost from hardware", unit: "", default: "0", rule: Rule::Flag },
+    FieldSpec {
+        key: "serving",
+        label: "Serving cost per request",
+        unit: "USD",
+        default: "0.0001",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "node", label: "Measured node", unit: "", default: "", rule: Rule::Text },
+    FieldSpec {
+        key: "hourly",
+        label: "Price of one replica",
+        unit: "USD / hour",
+        default: "2.50",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "throughput",
+        label: "Throughput of one replica",
+        unit: "requests / s",
+        default: "400",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "concurrency",
+        label: "Requests one replica serves at once",
+        unit: "requests",
+        default: "1",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "service", label: "Your service (measured)", unit: "", default: "", rule: Rule::Text },
+    FieldSpec { key: "utilization", label: "Target utilization", unit: "%", default: "60", rule: Rule::Percent },
+    FieldSpec {
+        key: "min_replicas",
+        label: "Minimum replicas",
+        unit: "replicas",
+        default: "1",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "slo_ms",
+        label: "Latency SLO (p99)",
+        unit: "ms, 0 for none",
+        default: "0",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "cv",
+        label: "Service time variation (cv)",
+        unit: "std dev ÷ mean",
+        default: "1",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "optimize", label: "Consider distillation or QAT", unit: "", default: "1", rule: Rule::Flag },
+    FieldSpec {
+        key: "extra",
+        label: "Extra training cost per retrain",
+        unit: "USD",
+        default: "3000",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "saving", label: "Serving cost saved", unit: "%", default: "25", rule: Rule::Percent },
+    FieldSpec { key: "accuracy", label: "Accuracy change", unit: "points", default: "-0.3", rule: Rule::Any },
+    FieldSpec { key: "uncertain", label: "Uncertainty: enter ranges", unit: "", default: "0", rule: Rule::Flag },
+    FieldSpec {
+        key: "requests_pm", label: "Requests per month, ±", unit: "%", default: "30", rule: Rule::NonNegative
+    },
+    FieldSpec {
+        key: "training_pm",
+        label: "Cost of one training, ±",
+        unit: "%",
+        default: "25",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "serving_pm",
+        label: "Serving cost per request, ±",
+        unit: "%",
+        default: "25",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "saving_pm", label: "Serving cost saved, ±", unit: "%", default: "40", rule: Rule::NonNegative },
+];
+
+/// Everything the page shows, from one set of inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub requests: f64,
+    pub growth: f64,
+    pub serving: f64,
+    /// How the serving cost was found.
+    pub serving_note: String,
+    /// Serving bought by the replica-hour, when derived from hardware: the replicas, their
+    /// utilization and idle spend at today's volume, and the inputs to price other volumes.
+    pub capacity: Option<(CapacityCost, CapacityInput)>,
+    /// Where the p99 shown with the capacity comes from and how far to trust it.
+    pub latency_note: String,
+    pub baseline: Amortization,
+    pub optimized: Option<(Amortization, BreakEven)>,
+    pub uncertainty: Option<Uncertainty>,
+    /// (month, P10, P50, P90) of the baseline's monthly spend.
+    pub spend_band: Vec<(f64, f64, f64, f64)>,
+}
+
+/// The plan for these inputs, or every reason it cannot be made.
+pub fn plan(form: &Form, nodes: &[MeasuredNode]) -> Result<Plan, Vec<String>> {
+    plan_with(form, nodes, &[])
+}
+
+/// [`plan`] knowing the measured services "your service" may name.
+pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredService]) -> Result<Plan, Vec<String>> {
+    let mut c = Collect { form, errors: Vec::new() };
+    let requests = c.num("requests");
+    let growth = c.num("growth") / 100.0;
+    let retrains = c.num("retrains");
+    let training = c.num("training");
+    let mut latency_note = String::new();
+    let (serving, serving_note, capacity) = if form.flag("derive") {
+        let hourly = c.num("hourly");
+        let throughput = c.num("throughput");
+        let utilization = c.num("utilization") / 100.0;
+        if utilization == 0.0 {
+            c.errors.push("Target utilization: must be greater than zero".into());
+        }
+        let min_replicas = c.num("min_replicas");
+        if min_replicas.fract() != 0.0 {
+            c.errors.push("Minimum replicas: must be a whole number".into());
+        }
+        let slo_ms = c.num("slo_ms");
+        let cv = c.num("cv");
+        let concurrency = c.num("concurrency");
+        if concurrency < 1.0 || concurrency.fract() != 0.0 {
+            c.errors.push("Requests one replica serves at once: must be a whole number, at least 1".into());
+        }
+        if !c.errors.is_empty() {
+            return Err(c.errors);
+        }
+        let input = CapacityInput {
+            requests_per_month: PerMonth(requests),
+            replica_price: UsdPerHour(hourly),
+            replica_throughput_rps: PerSecond(throughput),
+            max_utilization: utilization,
+            min_replicas: min_replicas.min(f64::from(u32::MAX)) as u32,
+            slo: (slo_ms > 0.0).then_some(LatencySlo {
+                latency_s: Seconds(slo_ms / 1e3),
+                quantile: 0.99,
+                service_time_cv: cv,
+            }),
+            concurrency: concurrency.clamp(1.0, f64::from(u32::MAX)) as u32,
+        };
+        let cost = capacity_cost(&input).map_err(|e| vec![format!("{}: {}", label_of(&e.field), e.reason)])?;
+        let node = form.text("node");
+        let service = form.text("service");
+        let measured = services.iter().find(|m| !service.is_empty() && m.run_id == service);
+        let from = match measured {
+            Some(m) => format!(
+                "; service time, variation and concurrency measured for {} in run {} ({})",
+                m.name(),
+                short(&m.run_id),
+                m.error_words()
+            ),
+            None => nodes
+                .iter()
+                .find(|n| n.node_id == node)
+                .map(|n| {
+                    format!(
+                        "; throughput of the agent's reference model (not yours) measured on {} in run {}",
+                        n.hostname,
+                        short(&n.run_id)
+                    )
+                })
+                .unwrap_or_default(),
+        };
+        latency_note = match measured {
+            Some(m) => format!("M/G/c model calibrated on {}; {}", m.name(), m.error_words()),
+            None => "M/G/c model with the service time and variation entered".into(),
+        };
+        let replicas = if cost.replicas == 1 { "1 replica".to_string() } else { format!("{} replicas", cost.replicas) };
+        let sized_by = match cost.sized_by {
+            SizedBy::Minimum => "the minimum kept running".to_string(),
+            SizedBy::Utilization => format!("{:.0} % target utilization", utilization * 100.0),
+            SizedBy::LatencySlo => format!("the p99 SLO of {slo_ms} ms"),
+        };
+        let note = format!(
+            "{replicas} × {} per hour × {HOURS_PER_MONTH:.0} hours = {} a month, ÷ {} requests; \
+             replicas set by {sized_by}{from}",
+            usd(hourly),
+            usd(cost.monthly_serving_usd.0),
+            count(requests),
+        );
+        (cost.serving_cost_per_request_usd.0, note, Some((cost, input)))
+    } else {
+        (c.num("serving"), "entered".to_string(), None)
+    };
+    let optimize = form.flag("optimize");
+    let (extra, saving, accuracy) =
+        if optimize { (c.num("extra"), c.num("saving") / 100.0, c.num("accuracy") / 100.0) } else { (0.0, 0.0, 0.0) };
+    let spreads = form.flag("uncertain").then(|| {
+        let r = c.num("requests_pm") / 100.0;
+        let t = c.num("training_pm") / 100.0;
+        let s = c.num("serving_pm") / 100.0;
+        let v = if optimize { c.num("saving_pm") / 100.0 } else { 0.0 };
+        if optimize && saving * (1.0 + v) >= 1.0 {
+            c.errors.push(format!(
+                "Serving cost saved, ±: {:.0} % + {:.0} % of it reaches 100 %; make the range narrower",
+                saving * 100.0,
+                v * 100.0
+            ));
+        }
+        (r, t, s, v)
+    });
+    if !c.errors.is_empty() {
+        return Err(c.errors);
+    }
+    let model_error = |e: model::ModelError| vec![format!("{}: {}", label_of(&e.field), e.reason)];
+    let baseline = amortize(&AmortizationInput {
+        training_cost_usd: Usd(training),
+        retrains_per_month: PerMonth(retrains),
+        requests_per_month: PerMonth(requests),
+        serving_cost_per_request_usd: Usd(serving),
+    })
+    .map_err(model_error)?;
+    let optimized = if optimize {
+        let optimized_serving = serving * (1.0 - saving);
+        let amortized = amortize(&AmortizationInput {
+            training_cost_usd: Usd(training + extra),
+            retrains_per_month: PerMonth(retrains),
+            requests_per_month: PerMonth(requests),
+            serving_cost_per_request_usd: Usd(optimized_serving),
+        })
+        .map_err(model_error)?;
+        let verdict = break_even(&BreakEvenInput {
+            extra_training_cost_usd: Usd(extra),
+            retrains_per_month: PerMonth(retrains),
+            requests_per_month: PerMonth(requests),
+            baseline_serving_cost_per_request_usd: Usd(serving),
+            optimized_serving_cost_per_request_usd: Usd(optimized_serving),
+            accuracy_delta: Some(accuracy),
+        })
+        .map_err(model_error)?;
+        Some((amortized, verdict))
+    } else {
+        None
+    };
+    let (uncertainty, spend_band) = match spreads {
+        None => (None, vec![]),
+        Some((r, t, s, v)) => {
+            // Each range is centred on the value entered above, so the simulation answers the
+            // same question as the point figures beside it.
+            let input = |requests: f64, samples| UncertaintyInput {
+                training_cost_usd: Dist::around(training, t),
+                retrains_per_month: Dist::Fixed { value: retrains },
+                requests_per_month: Dist::around(requests, r),
+                serving_cost_per_request_usd: Dist::around(serving, s),
+                extra_training_cost_usd: optimize.then_some(Dist::Fixed { value: extra }),
+                serving_saving_fraction: optimize.then(|| Dist::around(saving, v)),
+                samples,
+                seed: 7,
+            };
+            let now = simulate(&input(requests, 20_000)).map_err(model_error)?;
+            let mut band = Vec::with_capacity(12);
+            for month in 0..12 {
+                let u = simulate(&input(requests * (1.0 + growth).powi(month), 2_000)).map_err(model_error)?;
+                band.push((
+                    f64::from(month + 1),
+                    u.monthly_total_usd.p10,
+                    u.monthly_total_usd.p50,
+                    u.monthly_total_usd.p90,
+                ));
+            }
+            (Some(now), band)
+        }
+    };
+    Ok(Plan {
+        requests,
+        growth,
+        serving,
+        serving_note,
+        capacity,
+        latency_note,
+        baseline,
+        optimized,
+        uncertainty,
+        spend_band,
+    })
+}
+
+impl Plan {
+    /// The fraction of the serving cost the optimization keeps (1 without one).
+    fn kept(&self) -> f64 {
+        match &self.optimized {
+            Some((_, be)) if self.serving > 0.0 => 1.0 - be.saving_per_request_usd.0 / self.serving,
+            _ => 1.0,
+        }
+    }
+
+    /// Serving cost per request at another monthly volume: the same figure when it was entered
+    /// per request; with capacity, the replicas that volume needs, priced by the hour.
+    pub fn serving_at(&self, requests: f64) -> f64 {
+        match &self.capacity {
+            None => self.serving,
+            Some((_, input)) => capacity_cost(&CapacityInput { requests_per_month: PerMonth(requests), ..*input })
+                .map(|c| c.serving_cost_per_request_usd.0)
+                .unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// Reads fields, keeping every reason one is wrong.
+struct Collect<'a> {
+    form: &'a Form,
+    errors: Vec<String>,
+}
+
+impl Collect<'_> {
+    fn num(&mut self, key: &str) -> f64 {
+        self.form.num(key).unwrap_or_else(|e| {
+            self.errors.push(e);
+            f64::NAN
+        })
+    }
+}
+
+fn label_of(field: &str) -> &'static str {
+    match field {
+        "requests_per_month" => "Requests per month",
+        "training_cost_usd" => "Cost of one training",
+        "retrains_per_month" => "Retrains per month",
+        "serving_cost_per_request_usd" | "baseline_serving_cost_per_request_usd" => "Serving cost per request",
+        "extra_training_cost_usd" => "Extra training cost per retrain",
+        "optimized_serving_cost_per_request_usd" => "Serving cost saved",
+        "serving_saving_fraction" => "Serving cost saved",
+        "replica_price" => "Price of one replica",
+        "replica_throughput_rps" => "Throughput of one replica",
+        "max_utilization" => "Target utilization",
+        "min_replicas" => "Minimum replicas",
+        "slo_latency_s" => "Latency SLO (p99)",
+        "service_time_cv" => "Service time variation (cv)",
+        _ => "Input",
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// Cost per request against monthly volume, baseline and optimized, with the break-even marked.
+pub fn volume_chart(p: &Plan, training: f64, retrains: f64) -> String {
+    let volumes: Vec<f64> = (0..=40).map(|i| p.requests * 10f64.powf(-2.0 + 4.0 * f64::from(i) / 40.0)).collect();
+    // Serving at each volume, scaled by what the optimization keeps of it.
+    let per_request = |train: f64, kept: f64| -> Vec<(f64, f64)> {
+        volumes.iter().map(|&r| (r, train * retrains / r + p.serving_at(r) * kept)).collect()
+    };
+    let mut chart =
+        LineChart::new("Cost per request vs monthly volume", "requests per month (log)", "USD per request (log)");
+    chart.x_log = true;
+    chart.y_log = true;
+    chart.x_format = count;
+    chart.y_format = usd;
+    chart.series.push(Series::new("baseline", per_request(training, 1.0)));
+    if let Some((_, be)) = &p.optimized {
+        let extra = be.monthly_extra_training_usd.0 / retrains.max(f64::MIN_POSITIVE);
+        chart.series.push(Series::new("distilled / QAT", per_request(training + extra, p.kept())));
+        if let Some(per_retrain) = be.break_even_requests_per_retrain {
+            let monthly = per_retrain * retrains;
+            if monthly.is_finite() && monthly > 0.0 {
+                chart.x_rules.push(ChartRule { at: monthly, label: format!("break-even {}", count(monthly)) });
+            }
+        }
+    }
+    chart.x_rules.push(ChartRule { at: p.requests, label: "today".into() });
+    line_chart(&chart)
+}
+
+/// Monthly spend over the next 12 months at the growth rate, baseline and optimized.
+pub fn spend_chart(p: &Plan, training: f64, retrains: f64) -> String {
+    let month_volume = |m: i32| p.requests * (1.0 + p.growth).powi(m);
+    let spend = |train: f64, kept: f64| -> Vec<(f64, f64)> {
+        (0..12)
+            .map(|m| (f64::from(m + 1), train * retrains + p.serving_at(month_volume(m)) * kept * month_volume(m)))
+            .collect()
+    };
+    let mut chart = LineChart::new("Monthly spend, next 12 months", "month", "USD per month");
+    chart.x_format = |v| format!("{v:.0}");
+    chart.y_format = usd;
+    chart.series.push(Series::new("baseline", spend(training, 1.0)));
+    if let Some((_, be)) = &p.optimized {
+        let extra = be.monthly_extra_training_usd.0 / retrains.max(f64::MIN_POSITIVE);
+        chart.series.push(Series::new("distilled / QAT", spend(training + extra, p.kept())));
+    }
+    if !p.spend_band.is_empty() {
+        chart.bands.push(Band {
+            name: "baseline P10–P90".into(),
+            points: p.spend_band.iter().map(|&(m, lo, _, hi)| (m, lo, hi)).collect(),
+        });
+        chart.series.push(Series::new("baseline P50", p.spend_band.iter().map(|&(m, _, mid, _)| (m, mid)).collect()));
+    }
+    line_chart(&chart)
+}
+
+fn tornado_chart(u: &Uncertainty) -> String {
+    let rows: Vec<(String, f64, f64)> =
+        u.tornado.iter().map(|s| (pretty_input(&s.input).to_string(), s.at_p10, s.at_p90)).collect();
+    tornado(
+        "What moves the cost per request (input at its P10 → P90)",
+        "USD per request",
+        u.cost_per_request_usd.p50,
+        &rows,
+        usd,
+    )
+}
+
+fn pretty_input(name: &str) -> &str {
+    match name {
+        "training_cost_usd" => "training cost",
+        "retrains_per_month" => "retrains",
+        "requests_per_month" => "requests",
+        "serving_cost_per_request_usd" => "serving cost",
+        "extra_training_cost_usd" => "extra training",
+        "serving_saving_fraction" => "serving saved",
+        other => other,
+    }
+}
+
+#[component]
+pub fn PlannerPage() -> impl IntoView {
+    let query = use_query_map();
+    let form = Form::new(FIELDS, &query.get_untracked());
+    // Only the "derive from hardware" option needs the measured nodes: fetch them after
+    // hydration, so the plan itself never waits for the server.
+    let nodes = LocalResource::new(crate::data::measured_nodes);
+    let node_list = move || nodes.get().and_then(Result::ok).map(|n| n.nodes).unwrap_or_default();
+    let service_list = move || nodes.get().and_then(Result::ok).map(|n| n.services).unwrap_or_default();
+    let result = Memo::new(move |_| plan_with(&form, &node_list(), &service_list()));
+    view! {
+        <Title text="Planner · Headroom"/>
+        <h1>"Planner"</h1>
+        <p class="lede">"What a request costs once training is spread over the requests it serves, and whether a cheaper-to-serve model pays for its extra training. Numbers update as you type; "<code>"50M"</code>", "<code>"1.2k"</code>" and "<code>"20,000"</code>" all work."</p>
+        <div class="planner">
+            // Before the bundle hydrates this is a plain GET form (Enter or "Update" reloads the
+            // page with what was typed); after, the page answers as you type and submitting does nothing.
+            <form class="inputs card" method="get" action="/planner" on:submit=|ev| ev.prevent_default()>
+                <button type="submit" class="before-hydration">"Update"</button>
+                {view! {
+                <fieldset>
+                    <legend>"Volume and training"</legend>
+                    <NumberField form key="requests"/>
+                    <NumberField form key="growth" hint="Compounded monthly in the spend chart."/>
+                    <NumberField form key="retrains"/>
+                    <NumberField form key="training"/>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Serving"</legend>
+                    <FlagField form key="derive"/>
+                    <Show when=move || !form.flag("derive")>
+                        <NumberField form key="serving"/>
+                    </Show>
+                    <Show when=move || form.flag("derive")>
+                        <ServicePicker form services=Signal::derive(service_list) none="— none —"
+                            idle_hint="Fills throughput, concurrency and variation from a load test of your own service."
+                            on_pick=Callback::new(move |picked: Option<MeasuredService>| {
+                                if let Some(m) = picked {
+                                    form.signal("throughput").set(significant(m.throughput_rps()));
+                                    form.signal("concurrency").set(m.concurrency.to_string());
+                                    form.signal("cv").set(format!("{:.2}", m.service_cv));
+                                    form.signal("node").set(String::new());
+                                }
+                            })/>
+                        <NodePicker form nodes=Signal::derive(node_list)/>
+                        <NumberField form key="hourly"/>
+                        <NumberField form key="throughput"/>
+                        <NumberField form key="concurrency" hint="1 unless the server batches or runs several workers; measured by the endpoint suite."/>
+                        <NumberField form key="utilization"/>
+                        <NumberField form key="min_replicas" hint="Kept running at any volume; you pay for them busy or idle."/>
+                        <NumberField form key="slo_ms" hint="Adds replicas until the p99 latency (M/G/c queueing model) is within it."/>
+                        <Show when=move || form.num("slo_ms").is_ok_and(|v| v > 0.0)>
+                            <NumberField form key="cv" hint="1 for exponential service times; 0 for constant."/>
+                        </Show>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Distillation or quantization-aware training"</legend>
+                    <FlagField form key="optimize"/>
+                    <Show when=move || form.flag("optimize")>
+                        <NumberField form key="extra"/>
+                        <NumberField form key="saving"/>
+                        <NumberField form key="accuracy" hint="Negative is a loss, e.g. -0.3 for 0.3 points."/>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Uncertainty"</legend>
+                    <FlagField form key="uncertain"/>
+                    <Show when=move || form.flag("uncertain")>
+                        <p class="hint">"How far each value above may be off: ±30 % means 80 % sure it lies between the value ÷ 1.3 and × 1.3. The model draws 20,000 log-normal samples centred on the values entered."</p>
+                        <SpreadField form key="requests_pm" value=Signal::derive(move || form.num("requests").ok()) show=count/>
+                        <SpreadField form key="training_pm" value=Signal::derive(move || form.num("training").ok()) show=usd/>
+                        // The serving cost the plan used, entered or derived from hardware.
+                        <SpreadField form key="serving_pm" value=Signal::derive(move || result.get().ok().map(|p| p.serving)) show=usd/>
+                        <Show when=move || form.flag("optimize")>
+                            <SpreadField form key="saving_pm" value=Signal::derive(move || form.num("saving").ok()) show=|v| format!("{v:.1} %")/>
+                        </Show>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                <SaveScenario kind=KIND path="/planner" form/>
+            </form>
+            <section class="outputs" aria-live="polite">
+                {move || match result.get() {
+                    Err(errors) => view! {
+                        <div class="card problems" role="alert">
+                            <h2>"Fix the marked fields"</h2>
+                            <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
+                        </div>
+                    }.into_any(),
+                    Ok(p) => view! { <PlanView p form/> }.into_any(),
+                }}
+            </section>
+        </div>
+    }
+}
+
+/// A "±" field with the P10–P90 range it gives the value it qualifies.
+#[component]
+fn SpreadField(form: Form, key: &'static str, value: Signal<Option<f64>>, show: fn(f64) -> String) -> impl IntoView {
+    let range = move || {
+        let (lo, hi) = Dist::around(value.get()?, form.num(key).ok()? / 100.0).range()?;
+        Some(format!("P10–P90: {} – {}", show(lo), show(hi)))
+    };
+    view! { <NumberField form key live_hint=Signal::derive(move || range().unwrap_or_default())/> }
+}
+
+/// A positive figure to three significant digits, as a field's text (0.0423, 12.5, 1250).
+fn significant(x: f64) -> String {
+    let decimals = (2 - x.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// Picks a service the endpoint suite measured: its throughput per replica, concurrency and
+/// service-time variation fill the fields below.
+#[component]
+fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
+    let node = form.signal("node");
+    let pick = move |id: String| {
+        node.set(id.clone());
+        if let Some(n) = nodes.get_untracked().into_iter().find(|n| n.node_id == id) {
+            // The reference model is not a measured service of yours: one at a time.
+            form.signal("service").set(String::new());
+            form.signal("concurrency").set("1".into());
+            if let Some(t) = n.best_throughput_rps {
+                form.signal("throughput").set(format!("{t:.0}"));
+            }
+            if let Some(h) = n.hourly_usd {
+                form.signal("hourly").set(format!("{h}"));
+            }
+        }
+    };
+    view! {
+        <div class="field" data-field="node">
+            <label for="f-node">"Measured node"</label>
+            <select id="f-node" name="node" on:change=move |ev| pick(event_target_value(&ev))>
+                <option value="" selected=move || node.get().is_empty()>"— enter by hand —"</option>
+                {move || nodes.get().into_iter().map(|n| {
+                    let id = n.node_id.clone();
+                    let label = format!("{} · {}", n.hostname, n.best_throughput_rps.map(|t| format!("{} req/s measured", grouped(t))).unwrap_or_else(|| "no throughput".into()));
+                    view! { <option value=id.clone() selected=move || node.get() == id>{label}</option> }
+                }).collect_view()}
+            </select>
+            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size) and its price where one is known."</p>
+        </div>
+    }
+}
+
+#[component]
+fn PlanView(p: Plan, form: Form) -> impl IntoView {
+    // Read once for the charts: this view is rebuilt whenever the plan changes.
+    let untracked = |key: &str| form.spec(key).check(&form.text_untracked(key)).unwrap_or(0.0);
+    let (training, retrains) = (untracked("training"), untracked("retrains"));
+    let volume_svg = volume_chart(&p, training, retrains);
+    let spend_svg = spend_chart(&p, training, retrains);
+    let b = p.baseline;
+    view! {
+        <div class="cards">
+            <div class="card metric">
+                <h2>"Cost per request"</h2>
+                <p class="big" data-out="cost-per-request">{usd(b.total_cost_per_request_usd.0)}</p>
+                <p class="sub">{format!("{} training + {} serving", usd(b.training_cost_per_request_usd.0), usd(p.serving))}</p>
+            </div>
+            <div class="card metric">
+                <h2>"Monthly spend"</h2>
+                <p class="big" data-out="monthly-spend">{usd(b.monthly_total_usd.0)}</p>
+                <p class="sub">{format!("{} training + {} serving at {} requests", usd(b.monthly_training_usd.0), usd(b.monthly_serving_usd.0), count(p.requests))}</p>
+            </div>
+            {p.optimized.clone().map(|(o, be)| view! { <Verdict o be/> })}
+        </div>
+        {p.capacity.clone().map(|(c, _)| view! { <Capacity c note=p.latency_note.clone()/> })}
+        <p class="note" data-out="serving-note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
+        {p.uncertainty.clone().map(|u| view! {
+            <div class="card">
+                <h2>"With uncertainty"</h2>
+                <div tabindex="0" class="table-wrap"><table class="band">
+                    <thead><tr><th></th><th class="num">"P10"</th><th class="num">"P50"</th><th class="num">"P90"</th></tr></thead>
+                    <tbody>
+                        <tr><th>"Cost per request"</th><td class="num">{usd(u.cost_per_request_usd.p10)}</td><td class="num" data-out="p50-cost">{usd(u.cost_per_request_usd.p50)}</td><td class="num">{usd(u.cost_per_request_usd.p90)}</td></tr>
+                        <tr><th>"Monthly spend"</th><td class="num">{usd(u.monthly_total_usd.p10)}</td><td class="num">{usd(u.monthly_total_usd.p50)}</td><td class="num">{usd(u.monthly_total_usd.p90)}</td></tr>
+                    </tbody>
+                </table></div>
+                {u.probability_break_even.map(|pr| view! { <p data-out="probability">{format!("Probability the optimization saves money each month: {:.0} %", pr * 100.0)}</p> })}
+                <div class="chart" inner_html=tornado_chart(&u)></div>
+            </div>
+        })}
+        <div class="chart card" data-chart="volume" inner_html=volume_svg></div>
+        <div class="chart card" data-chart="spend" inner_html=spend_svg></div>
+    }
+}
+
+/// Capacity bought by the replica-hour: how many, how busy, and what idles.
+#[component]
+fn Capacity(c: CapacityCost, note: String) -> impl IntoView {
+    view! {
+        <div class="card metric" data-card="capacity">
+            <h2>"Capacity"</h2>
+            <p class="big" data-out="replicas">{if c.replicas == 1 { "1 replica".to_string() } else { format!("{} replicas", grouped(f64::from(c.replicas))) }}</p>
+            <dl>
+                <dt>"Serving spend"</dt>
+                <dd data-out="capacity-monthly">{format!("{} a month", usd(c.monthly_serving_usd.0))}</dd>
+                <dt>"Utilization"</dt>
+                <dd data-out="utilization">{format!("{:.1} %", c.utilization * 100.0)}</dd>
+                <dt>"Paid for idle capacity"</dt>
+                <dd data-out="idle">{format!("{} a month", usd(c.monthly_idle_usd.0))}</dd>
+                {c.latency_at_quantile_s.map(|l| view! { <dt>"Latency at p99 (model)"</dt><dd data-out="p99">{model::format::seconds(l.0)}</dd><dd class="sub" data-out="p99-note">{note.clone()}</dd> })}
+            </dl>
+        </div>
+    }
+}
+
+#[component]
+fn Verdict(o: Amortization, be: BreakEven) -> impl IntoView {
+    let class = if be.worth_it { "card metric verdict good" } else { "card metric verdict bad" };
+    view! {
+        <div class=class>
+            <h2>"Distillation / QAT"</h2>
+            <p class="big" data-out="verdict">{if be.worth_it { "Worth it" } else { "Not worth it" }}</p>
+            <p class="sub">{format!("{} per request", usd(o.total_cost_per_request_usd.0))}</p>
+            <dl>
+                <dt>"Serving saved"</dt>
+                <dd data-out="gross-saving">{format!("{} a month", usd(be.monthly_saving_usd.0))}</dd>
+                <dt>"Extra training"</dt>
+                <dd data-out="extra-training">{format!("{} a month", usd(be.monthly_extra_training_usd.0))}</dd>
+                <dt>"Net"</dt>
+                <dd data-out="net">{format!("{} a month", usd(be.monthly_net_usd.0))}</dd>
+                <dt>"Break-even"</dt>
+                <dd data-out="break-even">{be.break_even_requests_per_retrain.map(|r| format!("{} requests per retrain", count(r))).unwrap_or_else(|| "never".into())}</dd>
+                {be.months_to_pay_back.filter(|m| be.worth_it && m.is_finite()).map(|m| view! {
+                    <dt>"Pays back in"</dt>
+                    <dd data-out="pays-back">{format!("{m:.2} months")}</dd>
+                })}
+                <dt>"Accuracy"</dt>
+                <dd>{be.accuracy_delta.map(points).unwrap_or_else(|| "not given".into())}</dd>
+            </dl>
+            <p class="reason">{be.reason.clone()}</p>
+        </div>
+    }
+}
+
+// Signals outside a browser need the server build's runtime (`cargo test --workspace` enables
+// it through the server crate).
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use leptos_router::params::ParamsMap;
+
+    use super::*;
+
+    /// Signals need an owner (and, on the server build, an arena).
+    fn owned<T>(f: impl FnOnce() -> T) -> T {
+        Owner::new_root(None).with(f)
+    }
+
+    fn form(pairs: &[(&str, &str)]) -> Form {
+        let mut query = ParamsMap::new();
+        for (k, v) in pairs {
+            query.insert(k.to_string(), v.to_string());
+        }
+        Form::new(FIELDS, &query)
+    }
+
+    #[test]
+    fn the_plan_is_the_models_amortization() {
+        owned(|| {
+            let p = plan(&form(&[("requests", "50M"), ("training", "20,000"), ("serving", "0.0001")]), &[]).unwrap();
+            assert!((p.baseline.total_cost_per_request_usd.0 - (20_000.0 / 50e6 + 1e-4)).abs() < 1e-15);
+            let (_, be) = p.optimized.unwrap();
+            // 25 % of 0.0001 saved on 50M requests against 3,000 extra: 1,250 saved, 1,750 short.
+            assert!(!be.worth_it);
+            assert!((be.monthly_net_usd.0 + 1_750.0).abs() < 1e-6);
+        })
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        owned(|| {
+            let errors = plan(&form(&[("requests", "-1"), ("training", "lots")]), &[]).unwrap_err();
+            assert!(errors.contains(&"Requests per month: must be greater than zero".to_string()), "{errors:?}");
+            assert!(errors.iter().any(|e| e.starts_with("Cost of one training: “lots”")), "{errors:?}");
+        })
+    }
+
+    #[test]
+    fn a_measured_service_sizes_replicas_as_servers_and_says_where_its_p99_comes_from() {
+        owned(|| {
+            let service = MeasuredService {
+                run_id: "0b5e7a2c-0000-4000-8000-000000000000".into(),
+                started_at_ms: 0,
+                hostname: "loadgen".into(),
+                target: "http://10.0.0.5:8080".into(),
+                protocol: "kserve-v2".into(),
+                model: Some("digits".into()),
+                service_mean_s: 0.040,
+                service_cv: 0.5,
+                concurrency: 4,
+                saturation_rps: 100.0,
+                saturation_measured: true,
+                mape_p99: Some(0.12),
+            };
+            assert!((service.throughput_rps() - 100.0).abs() < 1e-9);
+            assert_eq!(
+                (significant(0.04237), significant(12.54), significant(1250.4)),
+                ("0.0424".into(), "12.5".into(), "1250".into())
+            );
+            // 1,000/s (2,628M a month) with a p99 of 200 ms: replicas of 4 servers of 40 ms.
+            let f = form(&[
+                ("derive", "1"),
+                ("requests", "2628M"),
+                ("service", &service.run_id),
+                ("throughput", "100"),
+                ("concurrency", "4"),
+                ("cv", "0.5"),
+                ("slo_ms", "200"),
+                ("utilization", "90"),
+            ]);
+            let p = plan_with(&f, &[], std::slice::from_ref(&service)).unwrap();
+            let (c, input) = p.capacity.clone().unwrap();
+            assert_eq!(input.concurrency, 4);
+            assert!(c.latency_at_quantile_s.unwrap().0 <= 0.2);
+            assert!(
+                p.serving_note.contains("measured for digits at http://10.0.0.5:8080 in run 0b5e7a2c"),
+                "{}",
+                p.serving_note
+            );
+            assert!(p.latency_note.contains("off by 12 % on average"), "{}", p.latency_note);
+            // Without the service list the same inputs are the user's, and say so.
+            let p = plan(&f, &[]).unwrap();
+            assert!(p.latency_note.contains("entered"), "{}", p.latency_note);
+            let bad = form(&[("derive", "1"), ("concurrency", "2.5")]);
+            assert!(plan(&bad, &[]).unwrap_err()[0].starts_with("Requests one replica serves at once"));
+        })
+    }
+
+    #[test]
+    fn derived_serving_cost_is_replicas_by_the_hour() {
+        owned(|| {
+            // One replica at $2.50/h is $1,825 a month whatever it serves: 1M requests pay
+            // $0.001825 each, not the $0.0000029 a per-request price at 400 requests/s implies.
+            let f = form(&[("derive", "1"), ("requests", "1M"), ("hourly", "2.50"), ("throughput", "400")]);
+            let p = plan(&f, &[]).unwrap();
+            assert!((p.serving - 0.001_825).abs() < 1e-15, "{}", p.serving);
+            let (c, _) = p.capacity.clone().unwrap();
+            assert_eq!(c.replicas, 1);
+            assert!(
+                p.serving_note.starts_with("1 replica × $2.50 per hour × 730 hours = $1,825.00 a month"),
+                "{}",
+                p.serving_note
+            );
+            // At 2,628M requests (1,000/s) and 60 %: 5 replicas.
+            let f = form(&[("derive", "1"), ("requests", "2628M"), ("hourly", "2.50"), ("throughput", "400")]);
+            let p = plan(&f, &[]).unwrap();
+            assert_eq!(p.capacity.as_ref().unwrap().0.replicas, 5);
+            // A minimum of three replicas costs three replicas at 1M requests.
+            let f = form(&[
+                ("derive", "1"),
+                ("requests", "1M"),
+                ("hourly", "2.50"),
+                ("throughput", "400"),
+                ("min_replicas", "3"),
+            ]);
+            let p = plan(&f, &[]).unwrap();
+            assert!((p.serving - 3.0 * 0.001_825).abs() < 1e-15);
+            assert!((p.serving_at(2e6) - 3.0 * 0.001_825 / 2.0).abs() < 1e-15, "volume spreads the same spend");
+            let bad = form(&[("derive", "1"), ("min_replicas", "1.5")]);
+            assert_eq!(plan(&bad, &[]).unwrap_err(), vec!["Minimum replicas: must be a whole number".to_string()]);
+            let unreachable = form(&[("derive", "1"), ("throughput", "400"), ("slo_ms", "0.1")]);
+            assert!(plan(&unreachable, &[]).unwrap_err()[0].starts_with("Latency SLO (p99): is below"));
+        })
+    }
+
+    #[test]
+    fn uncertainty_gives_a_band_for_each_month_centred_on_the_entered_values() {
+        owned(|| {
+            let p = plan(&form(&[("uncertain", "1")]), &[]).unwrap();
+            let u = p.uncertainty.unwrap();
+            assert!(u.cost_per_request_usd.p10 < u.cost_per_request_usd.p90);
+            let point = p.baseline.total_cost_per_request_usd.0;
+            assert!(
+                (u.cost_per_request_usd.p50 / point - 1.0).abs() < 0.03,
+                "{} vs {point}",
+                u.cost_per_request_usd.p50
+            );
+            assert_eq!(p.spend_band.len(), 12);
+            assert!(p.spend_band.iter().all(|&(_, lo, mid, hi)| lo <= mid && mid <= hi));
+            // The verdict and the probability agree: the seed's worked distillation (net $4,000
+            // a month on $9,000 gross) saves money in most draws.
+            let f = form(&[
+                ("uncertain", "1"),
+                ("requests", "1M"),
+                ("training", "1000"),
+                ("serving", "0.01"),
+                ("extra", "5000"),
+                ("saving", "90"),
+                ("saving_pm", "5"),
+            ]);
+            let p = plan(&f, &[]).unwrap();
+            assert!(p.optimized.as_ref().unwrap().1.worth_it);
+            assert!(p.uncertainty.unwrap().probability_break_even.unwrap() > 0.5);
+            let wide = plan(&form(&[("uncertain", "1"), ("saving", "90"), ("saving_pm", "20")]), &[]);
+            assert!(wide.unwrap_err()[0].starts_with("Serving cost saved, ±: 90 % + 20 % of it reaches 100 %"));
+        })
+    }
+}

@@ -1,0 +1,577 @@
+//! Right-sizing: the cheapest instance type × precision × batch size × replica count that meets
+//! a latency SLO, with the Pareto front of monthly cost against latency. It sizes either the
+//! team's own service, as the endpoint suite load-tested it (service time, variation and
+//! concurrency calibrated by [`model::plan::endpoint`]), or, where no service is picked, the agent's
+//! reference model as the quantization suite measured it on each node, labelled as such; a
+//! candidate entered by hand can join either.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+use model::format::{bytes, points, seconds, usd, utc_minute};
+use model::plan::memory::Precision;
+use model::plan::rightsize::{
+    Configuration, Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source, right_size,
+};
+use model::units::{Bytes, PerSecond, Seconds, UsdPerHour};
+
+use crate::components::charts::{LineChart, Rule as ChartRule, Series, line_chart};
+use crate::components::form::{ChoiceField, FieldSpec, FlagField, Form, NumberField, Rule};
+use crate::components::service_picker::ServicePicker;
+use crate::data::{MeasuredNode, MeasuredService};
+use crate::pages::scenarios::SaveScenario;
+
+pub const KIND: &str = "right_sizing";
+
+const PRECISIONS: &[&str] = &["fp32", "fp16", "bf16", "int8"];
+
+pub const FIELDS: &[FieldSpec] = &[
+    FieldSpec { key: "rate", label: "Request rate", unit: "requests / s", default: "2000", rule: Rule::Positive },
+    FieldSpec { key: "slo", label: "Latency SLO", unit: "ms", default: "5", rule: Rule::Positive },
+    FieldSpec { key: "quantile", label: "SLO quantile", unit: "%", default: "99", rule: Rule::Percent },
+    FieldSpec { key: "utilization", label: "Most utilization", unit: "%", default: "80", rule: Rule::Percent },
+    FieldSpec { key: "loss", label: "Accuracy loss allowed", unit: "points", default: "0.5", rule: Rule::NonNegative },
+    FieldSpec { key: "parameters", label: "Model parameters", unit: "", default: "10M", rule: Rule::Positive },
+    FieldSpec {
+        key: "activation",
+        label: "Activation memory per request",
+        unit: "bytes",
+        default: "64k",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "scale",
+        label: "Service time vs the measured reference model",
+        unit: "×",
+        default: "1",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "fallback_price",
+        label: "Price of a measured node without one",
+        unit: "USD / hour",
+        default: "1.00",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "service", label: "Your service (measured)", unit: "", default: "", rule: Rule::Text },
+    FieldSpec {
+        key: "svc_type",
+        label: "Instance type it runs on",
+        unit: "",
+        default: "your instance",
+        rule: Rule::Text,
+    },
+    FieldSpec {
+        key: "svc_price",
+        label: "Price of one replica",
+        unit: "USD / hour",
+        default: "1.00",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "manual", label: "Add a candidate by hand", unit: "", default: "0", rule: Rule::Flag },
+    FieldSpec { key: "m_name", label: "Instance type", unit: "", default: "g5.xlarge", rule: Rule::Text },
+    FieldSpec { key: "m_price", label: "Price", unit: "USD / hour", default: "1.006", rule: Rule::Positive },
+    FieldSpec { key: "m_memory", label: "Device memory", unit: "GiB", default: "24", rule: Rule::Positive },
+    FieldSpec { key: "m_precision", label: "Precision", unit: "", default: "fp16", rule: Rule::Choice(PRECISIONS) },
+    FieldSpec {
+        key: "m_latency",
+        label: "Service time of one request",
+        unit: "ms",
+        default: "2",
+        rule: Rule::Positive,
+    },
+    FieldSpec { key: "m_cv", label: "Service-time variation (cv)", unit: "", default: "0.3", rule: Rule::NonNegative },
+];
+
+/// The candidates and the search over them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sizing {
+    pub hardware: Vec<(Hardware, String)>,
+    pub result: RightSizing,
+    pub slo_s: f64,
+    pub quantile: f64,
+    /// The measured service sized, when one was picked.
+    pub service: Option<MeasuredService>,
+}
+
+/// Memory is not checked for a measured service: it was measured whole, as deployed.
+const MEMORY_NOT_CHECKED: f64 = f64::MAX;
+
+/// Why there is nothing to size yet: not a mistake in the fields, so not shown as one.
+pub const NOTHING_MEASURED: &str = "No node has a quantization run yet.";
+
+pub fn size(form: &Form, nodes: &[MeasuredNode]) -> Result<Sizing, Vec<String>> {
+    size_with(form, nodes, &[])
+}
+
+/// [`size`] knowing the measured services the `service` field may name.
+pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredService]) -> Result<Sizing, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut num = |key: &str| {
+        form.num(key).unwrap_or_else(|e| {
+            errors.push(e);
+            f64::NAN
+        })
+    };
+    let rate = num("rate");
+    let slo = num("slo") / 1e3;
+    let quantile = num("quantile") / 100.0;
+    let utilization = num("utilization") / 100.0;
+    let loss = num("loss") / 100.0;
+    let parameters = num("parameters");
+    let activation = num("activation");
+    let scale = num("scale");
+    let fallback = num("fallback_price");
+    let picked = form.text("service");
+    let service = services.iter().find(|m| !picked.is_empty() && m.run_id == picked).cloned();
+    let service_price = service.as_ref().map(|_| num("svc_price"));
+    let manual = form.flag("manual").then(|| {
+        let price = num("m_price");
+        let memory = num("m_memory") * 1024f64.powi(3);
+        let latency = num("m_latency") / 1e3;
+        let cv = num("m_cv");
+        (price, memory, latency, cv)
+    });
+    if !picked.is_empty() && service.is_none() {
+        // Not a silent fall-back to the reference model: the sizing would not be of the service.
+        errors.push("Your service: no stored load test has that run id; pick another, or none".into());
+    }
+    if quantile == 0.0 {
+        errors.push("SLO quantile: must be greater than zero".into());
+    }
+    if utilization == 0.0 {
+        errors.push("Most utilization: must be greater than zero".into());
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let reference_nodes = if service.is_some() { &[][..] } else { nodes };
+    let mut hardware: Vec<(Hardware, String)> = reference_nodes
+        .iter()
+        .map(|n| {
+            let (price, note) = match n.hourly_usd {
+                Some(p) => (p, format!("price from {}", n.price_source)),
+                None => (fallback, "no known price: the fallback price entered here".to_string()),
+            };
+            let mut hw = n.hardware.clone();
+            hw.hourly_usd = UsdPerHour(price);
+            for p in &mut hw.perf {
+                p.service_time_mean_s = Seconds(p.service_time_mean_s.0 * scale);
+            }
+            let note = format!(
+                "the agent's reference model (not yours) measured on {} (run {}, {}); {note}",
+                n.hostname,
+                &n.run_id[..8.min(n.run_id.len())],
+                utc_minute(n.run_started_at_ms)
+            );
+            (hw, note)
+        })
+        .collect();
+    if let (Some(m), Some(price)) = (&service, service_price) {
+        let name = form.text("svc_type");
+        let note = format!(
+            "your service {}, load-tested in run {} ({}): {} at once, {} each, cv {:.2}; {}; price entered here",
+            m.name(),
+            &m.run_id[..8.min(m.run_id.len())],
+            utc_minute(m.started_at_ms),
+            m.concurrency,
+            seconds(m.service_mean_s),
+            m.service_cv,
+            m.error_words()
+        );
+        hardware.push((
+            Hardware {
+                instance_type: if name.trim().is_empty() { "your instance".into() } else { name.trim().to_string() },
+                hourly_usd: UsdPerHour(price),
+                device_memory_bytes: Bytes(MEMORY_NOT_CHECKED),
+                source: Source::Measured { run_ids: vec![m.run_id.clone()] },
+                perf: vec![PerfPoint {
+                    precision: Precision::Fp32,
+                    batch_size: 1,
+                    service_time_mean_s: Seconds(m.service_mean_s),
+                    service_time_cv: m.service_cv,
+                    accuracy_delta: 0.0,
+                    concurrency: m.concurrency.max(1),
+                }],
+            },
+            note,
+        ));
+    }
+    if let Some((price, memory, latency, cv)) = manual {
+        let precision = Precision::parse(&form.text("m_precision")).unwrap_or(Precision::Fp32);
+        let name = form.text("m_name");
+        hardware.push((
+            Hardware {
+                instance_type: if name.trim().is_empty() { "entered".into() } else { name.trim().to_string() },
+                hourly_usd: UsdPerHour(price),
+                device_memory_bytes: Bytes(memory),
+                source: Source::Catalog,
+                perf: vec![PerfPoint {
+                    precision,
+                    batch_size: 1,
+                    service_time_mean_s: Seconds(latency),
+                    service_time_cv: cv,
+                    accuracy_delta: 0.0,
+                    concurrency: 1,
+                }],
+            },
+            "entered by hand".to_string(),
+        ));
+    }
+    if hardware.is_empty() {
+        return Err(vec![NOTHING_MEASURED.into()]);
+    }
+    let input = RightSizeInput {
+        arrival_rate_rps: PerSecond(rate),
+        slo_latency_s: Seconds(slo),
+        slo_quantile: quantile,
+        max_utilization: utilization,
+        accuracy_loss_limit: loss,
+        model: ModelShape { parameters, activation_bytes_per_sample: Bytes(activation), kv_cache: Default::default() },
+        headroom_fraction: 0.1,
+        max_replicas: 1000,
+        hardware: hardware.iter().map(|(h, _)| h.clone()).collect(),
+    };
+    let result = right_size(&input).map_err(|e| vec![format!("{}: {}", e.field, e.reason)])?;
+    Ok(Sizing { hardware, result, slo_s: slo, quantile, service })
+}
+
+/// Monthly cost against latency at the SLO quantile, one series per instance type.
+pub fn pareto_chart(s: &Sizing) -> String {
+    let mut chart = LineChart::new(
+        "Pareto front: monthly cost vs latency",
+        "monthly cost (USD)",
+        format!("latency at P{} (log)", quantile_label(s.quantile)),
+    );
+    chart.points_only = true;
+    chart.y_log = true;
+    chart.x_format = usd;
+    chart.y_format = seconds;
+    let mut types: Vec<&str> = s.result.pareto.iter().map(|c| c.instance_type.as_str()).collect();
+    types.dedup();
+    types.sort();
+    types.dedup();
+    for t in types {
+        let pts = s
+            .result
+            .pareto
+            .iter()
+            .filter(|c| c.instance_type == t)
+            .map(|c| (c.monthly_cost_usd.0, c.latency_at_quantile_s.0))
+            .collect();
+        chart.series.push(Series::new(t, pts));
+    }
+    chart.y_rules.push(ChartRule { at: s.slo_s, label: format!("SLO {}", seconds(s.slo_s)) });
+    line_chart(&chart)
+}
+
+fn quantile_label(q: f64) -> String {
+    let p = q * 100.0;
+    if (p - p.round()).abs() < 1e-9 { format!("{p:.0}") } else { format!("{p}") }
+}
+
+fn source_label(source: &Source) -> String {
+    match source {
+        Source::Measured { run_ids } => {
+            format!("measured (run {})", run_ids.iter().map(|r| &r[..8.min(r.len())]).collect::<Vec<_>>().join(", "))
+        }
+        Source::Catalog => "entered".into(),
+    }
+}
+
+/// Whether a configuration is of the measured service (rather than a reference-model node or a
+/// candidate entered by hand).
+fn is_service(c: &Configuration, service: &MeasuredService) -> bool {
+    matches!(&c.source, Source::Measured { run_ids } if run_ids.len() == 1 && run_ids[0] == service.run_id)
+}
+
+/// A measured service's precision is whatever it was deployed with.
+fn precision_label(s: &Sizing, c: &Configuration) -> String {
+    match &s.service {
+        Some(m) if is_service(c, m) => "as deployed".into(),
+        _ => c.precision.as_str().into(),
+    }
+}
+
+/// Picks a service the endpoint suite load-tested; the reference-model nodes then leave the
+/// search (they time the agent's model, not yours).
+#[component]
+pub fn RightSizingPage() -> impl IntoView {
+    let query = use_query_map();
+    let form = Form::new(FIELDS, &query.get_untracked());
+    let nodes = Resource::new(|| (), |_| crate::data::measured_nodes());
+    view! {
+        <Title text="Right-sizing · Headroom"/>
+        <h1>"Right-sizing"</h1>
+        <p class="lede">"The cheapest configuration that meets your latency SLO, from service times measured on your nodes. Every configuration on the Pareto front is one no other beats on both cost and latency."</p>
+        <div class="planner">
+            // Before the bundle hydrates this is a plain GET form (Enter or "Update" reloads the
+            // page with what was typed); after, the page answers as you type and submitting does nothing.
+            <form class="inputs card" method="get" action="/right-sizing" on:submit=|ev| ev.prevent_default()>
+                <button type="submit" class="before-hydration">"Update"</button>
+                {view! {
+                <fieldset>
+                    <legend>"Load and SLO"</legend>
+                    <NumberField form key="rate"/>
+                    <NumberField form key="slo"/>
+                    <NumberField form key="quantile"/>
+                    <NumberField form key="utilization"/>
+                    <NumberField form key="loss" hint="Largest accuracy drop against FP32 you accept."/>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Your service"</legend>
+                    // The list comes with the measured nodes, so it waits for them like the answer does.
+                    <Suspense fallback=|| view! { <p class="hint">"Loading measured services…"</p> }>
+                        {move || Suspend::new(async move {
+                            let services = nodes.await.map(|fleet| fleet.services).unwrap_or_default();
+                            view! {
+                                <ServicePicker form services none="— none: the reference model on each node —"
+                                    idle_hint="Sizes replicas of your own service from its load test, instead of the reference model."/>
+                            }
+                        })}
+                    </Suspense>
+                    <Show when=move || !form.text("service").is_empty()>
+                        <TextField form key="svc_type"/>
+                        <NumberField form key="svc_price" hint="What one replica of your service costs an hour, as deployed."/>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Model"</legend>
+                    <NumberField form key="parameters"/>
+                    <NumberField form key="activation"/>
+                    <NumberField form key="scale" hint="The agents time a reference model; if yours takes 40× its time per request, enter 40."/>
+                    <NumberField form key="fallback_price"/>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Candidate entered by hand"</legend>
+                    <FlagField form key="manual"/>
+                    <Show when=move || form.flag("manual")>
+                        <TextField form key="m_name"/>
+                        <NumberField form key="m_price"/>
+                        <NumberField form key="m_memory"/>
+                        <ChoiceField form key="m_precision" labels=&["FP32", "FP16", "BF16", "INT8"]/>
+                        <NumberField form key="m_latency"/>
+                        <NumberField form key="m_cv"/>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                <SaveScenario kind=KIND path="/right-sizing" form/>
+            </form>
+            <section class="outputs" aria-live="polite">
+                <Suspense fallback=|| view! { <p>"Loading measured nodes…"</p> }>
+                    {move || Suspend::new(async move {
+                        match nodes.await {
+                            Err(err) => view! { <p class="error">{format!("Could not load the measured nodes: {}", crate::pages::scenarios::clean(&err))}</p> }.into_any(),
+                            Ok(fleet) => view! { <Outputs form nodes=fleet.nodes services=fleet.services/> }.into_any(),
+                        }
+                    })}
+                </Suspense>
+            </section>
+        </div>
+    }
+}
+
+#[component]
+fn TextField(form: Form, key: &'static str) -> impl IntoView {
+    let spec = form.spec(key);
+    let value = form.signal(key);
+    let id = format!("f-{key}");
+    view! {
+        <div class="field" data-field=key>
+            <label for=id.clone()>{spec.label}</label>
+            <input id=id name=key type="text" value=value.get_untracked() prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev))/>
+        </div>
+    }
+}
+
+#[component]
+fn Outputs(form: Form, nodes: Vec<MeasuredNode>, services: Vec<MeasuredService>) -> impl IntoView {
+    let result = Memo::new(move |_| size_with(&form, &nodes, &services));
+    move || {
+        match result.get() {
+        Err(errors) if errors.iter().any(|e| e == NOTHING_MEASURED) => view! {
+            <div class="card notice" data-out="nothing-measured">
+                <h2>"Nothing measured yet"</h2>
+                <p>"Right-sizing needs measured service times. Load-test your own service from any node:"</p>
+                <pre><code>"measurements-agent run endpoint --target SERVICE_URL --protocol kserve-v2 --model NAME --sweep --server URL --token TOKEN"</code></pre>
+                <p>"or time the agent's reference model on each node you could serve from:"</p>
+                <pre><code>"measurements-agent run quant --server URL --token TOKEN"</code></pre>
+                <p>"with this server's address as URL and an agent token from "<code>"headroom-server admin create-agent-token --name NODE"</code>". Or tick “Add a candidate by hand” above."</p>
+            </div>
+        }
+        .into_any(),
+        Err(errors) => view! {
+            <div class="card problems" role="alert">
+                <h2>"Fix the marked fields"</h2>
+                <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
+            </div>
+        }
+        .into_any(),
+        Ok(s) => view! { <SizingView s/> }.into_any(),
+    }
+    }
+}
+
+#[component]
+fn SizingView(s: Sizing) -> impl IntoView {
+    let chart = pareto_chart(&s);
+    let q = quantile_label(s.quantile);
+    let cheapest = s.result.cheapest.clone();
+    let service = s.service.clone();
+    view! {
+        {match cheapest {
+            Some(c) => view! { <Recommendation c q=q.clone() service/> }.into_any(),
+            None => view! {
+                <div class="card verdict bad" role="status">
+                    <h2>"No configuration meets every constraint"</h2>
+                    <p>"Loosen the SLO, allow more accuracy loss, or add hardware. Why each candidate failed is listed below."</p>
+                </div>
+            }.into_any(),
+        }}
+        <div class="chart card" data-chart="pareto" inner_html=chart></div>
+        <div class="card">
+            <h2>"Alternatives on the Pareto front"</h2>
+            <div tabindex="0" class="table-wrap">
+                <table class="stack wide alternatives">
+                    <thead><tr><th>"Instance"</th><th>"Precision"</th><th class="num">"Batch"</th><th class="num">"Replicas"</th><th class="num">"Monthly cost"</th><th class="num">{format!("P{q} latency")}</th><th class="num">"Utilization"</th><th class="num">"Accuracy"</th><th>"Figures"</th></tr></thead>
+                    <tbody>
+                        {s.result.pareto.iter().map(|c| view! {
+                            <tr>
+                                <td data-label="Instance">{c.instance_type.clone()}</td>
+                                <td data-label="Precision">{precision_label(&s, c)}</td>
+                                <td data-label="Batch" class="num">{c.batch_size}</td>
+                                <td data-label="Replicas" class="num">{c.replicas}</td>
+                                <td data-label="Monthly cost" class="num">{usd(c.monthly_cost_usd.0)}</td>
+                                <td data-label="Latency" class="num">{seconds(c.latency_at_quantile_s.0)}</td>
+                                <td data-label="Utilization" class="num">{format!("{:.0} %", c.utilization * 100.0)}</td>
+                                <td data-label="Accuracy" class="num">{points(c.accuracy_delta)}</td>
+                                <td data-label="Figures">{source_label(&c.source)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            <p class="note">{format!("{} configurations examined, {} meet every constraint.", s.result.evaluated, s.result.feasible)}</p>
+        </div>
+        <div class="card">
+            <h2>"Hardware considered"</h2>
+            <div tabindex="0" class="table-wrap">
+                <table class="stack hardware">
+                    <thead><tr><th>"Instance"</th><th class="num">"Price"</th><th class="num">"Memory"</th><th>"Where the figures come from"</th></tr></thead>
+                    <tbody>
+                        {s.hardware.iter().map(|(h, note)| view! {
+                            <tr>
+                                <td data-label="Instance">{h.instance_type.clone()}</td>
+                                <td data-label="Price" class="num">{format!("{}/h", usd(h.hourly_usd.0))}</td>
+                                <td data-label="Memory" class="num">{if h.device_memory_bytes.0 == MEMORY_NOT_CHECKED { "not checked".to_string() } else { bytes(h.device_memory_bytes.0) }}</td>
+                                <td data-label="Where the figures come from">{note.clone()}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            {(!s.result.rejected.is_empty()).then(|| view! {
+                <h3>"Rejected"</h3>
+                <ul class="rejected">
+                    {s.result.rejected.iter().map(|r| view! { <li>{format!("{} at {}: {}", r.instance_type, r.precision.as_str(), r.reason)}</li> }).collect_view()}
+                </ul>
+            })}
+        </div>
+    }
+}
+
+#[component]
+fn Recommendation(c: Configuration, q: String, service: Option<MeasuredService>) -> impl IntoView {
+    let yours = service.as_ref().filter(|m| is_service(&c, m));
+    let precision = if yours.is_some() { "as deployed".to_string() } else { c.precision.as_str().to_string() };
+    let latency = match yours {
+        Some(m) => format!("{} (the M/G/c model's; {})", seconds(c.latency_at_quantile_s.0), m.error_words()),
+        None => seconds(c.latency_at_quantile_s.0),
+    };
+    view! {
+        <div class="card metric verdict good" data-out="recommendation">
+            <h2>{if yours.is_some() { "Cheapest configuration of your service" } else { "Cheapest configuration" }}</h2>
+            <p class="big">{format!("{} × {}", c.replicas, c.instance_type)}</p>
+            <dl>
+                <dt>"Precision"</dt><dd>{precision}</dd>
+                <dt>"Batch size"</dt><dd>{c.batch_size}</dd>
+                <dt>"Monthly cost"</dt><dd data-out="monthly-cost">{usd(c.monthly_cost_usd.0)}</dd>
+                <dt>{format!("P{q} latency")}</dt><dd data-out="latency">{latency}</dd>
+                <dt>"Utilization"</dt><dd>{format!("{:.0} %", c.utilization * 100.0)}</dd>
+                <dt>"Accuracy"</dt><dd>{points(c.accuracy_delta)}</dd>
+                <dt>"Figures"</dt><dd>{source_label(&c.source)}</dd>
+            </dl>
+        </div>
+    }
+}
+
+// Signals outside a browser need the server build's runtime (`cargo test --workspace` enables
+// it through the server crate).
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use leptos_router::params::ParamsMap;
+
+    use super::*;
+
+    fn form(pairs: &[(&str, &str)]) -> Form {
+        let mut query = ParamsMap::new();
+        for (k, v) in pairs {
+            query.insert(k.to_string(), v.to_string());
+        }
+        Form::new(FIELDS, &query)
+    }
+
+    #[test]
+    fn a_measured_service_is_sized_in_replicas_of_its_concurrency_and_priced_by_the_hour() {
+        Owner::new_root(None).with(|| {
+            let service = MeasuredService {
+                run_id: "0b5e7a2c-0000-4000-8000-000000000000".into(),
+                started_at_ms: 0,
+                hostname: "loadgen".into(),
+                target: "http://10.0.0.5:8081".into(),
+                protocol: "kserve-v2-grpc".into(),
+                model: Some("digits".into()),
+                service_mean_s: 0.040,
+                service_cv: 0.5,
+                concurrency: 4,
+                saturation_rps: 100.0,
+                saturation_measured: true,
+                mape_p99: Some(0.12),
+            };
+            // 250/s of 40 ms keep 10 servers busy: at most 80 % of 4 per replica is 4 replicas.
+            let pairs = [
+                ("rate", "250"),
+                ("slo", "500"),
+                ("service", service.run_id.as_str()),
+                ("svc_type", "g5.xlarge"),
+                ("svc_price", "2.00"),
+            ];
+            let s = size_with(&form(&pairs), &[], std::slice::from_ref(&service)).unwrap();
+            let best = s.result.cheapest.clone().unwrap();
+            assert_eq!((best.replicas, best.instance_type.as_str()), (4, "g5.xlarge"));
+            assert!((best.monthly_cost_usd.0 - 4.0 * 2.0 * 730.0).abs() < 1e-6, "{best:?}");
+            assert!((best.utilization - 10.0 / 16.0).abs() < 1e-9);
+            assert_eq!(precision_label(&s, &best), "as deployed");
+            let (_, note) = &s.hardware[0];
+            assert!(
+                note.contains("your service digits at http://10.0.0.5:8081, load-tested in run 0b5e7a2c"),
+                "{note}"
+            );
+            assert!(note.contains("off by 12 % on average"), "{note}");
+            // Not picked: the reference-model nodes (none here) are all there is.
+            assert_eq!(size(&form(&pairs[..2]), &[]).unwrap_err(), vec![NOTHING_MEASURED.to_string()]);
+            let bad = [("service", service.run_id.as_str()), ("svc_price", "free")];
+            let errors = size_with(&form(&bad), &[], std::slice::from_ref(&service)).unwrap_err();
+            assert!(errors.iter().any(|e| e.starts_with("Price of one replica")), "{errors:?}");
+            let gone = [("service", "0b5e7a2c-ffff-4000-8000-000000000000")];
+            let errors = size_with(&form(&gone), &[], std::slice::from_ref(&service)).unwrap_err();
+            assert!(errors[0].starts_with("Your service: no stored load test"), "{errors:?}");
+        })
+    }
+}

@@ -1,0 +1,376 @@
+//! One run: per suite, the charts that fit its figures, the same figure across the node's runs,
+//! and every measurement in a table.
+
+use std::collections::BTreeMap;
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+use model::format::{bytes, bytes_per_second, points as accuracy_points, seconds, utc_minute};
+use model::wire::measured::transport_points;
+use model::{Case, Measurement, MeasurementStatus, Suite, Unit, plan::endpoint};
+
+use crate::components::charts::{LineChart, Rule as ChartRule, Series, line_chart};
+use crate::data::{RunView, TrendPoint, run_page};
+
+/// Bandwidth against transfer size: memcpy per thread count (system), or host↔GPU copies per
+/// host memory and direction (transfer), with the limit they were measured against.
+pub fn bandwidth_chart(ms: &[Measurement], suite: Suite) -> Option<String> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut limits = Vec::new();
+    for m in
+        ms.iter().filter(|m| m.suite == suite && m.unit == Unit::BytesPerSecond && m.status == MeasurementStatus::Ok)
+    {
+        let (Some(stats), Some(size)) = (m.stats, m.parameters.get("bytes").and_then(|b| b.parse::<f64>().ok())) else {
+            continue;
+        };
+        let p = |k: &str| m.parameters.get(k).cloned().unwrap_or_default();
+        let name = match suite {
+            Suite::Transfer if p("copies") != "1" => continue,
+            Suite::Transfer => format!("{} {}", p("memory").replace('_', " "), p("direction")),
+            _ => {
+                let threads: u32 = p("threads").parse().unwrap_or(1);
+                format!("memcpy, {threads} thread{}", if threads == 1 { "" } else { "s" })
+            }
+        };
+        lines.entry(name).or_default().push((size, stats.p50));
+        if let Some(f) = &m.floor {
+            limits.push(ChartRule { at: f.value, label: f.name.replace('_', " ") });
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let title =
+        if suite == Suite::Transfer { "Host↔GPU copy bandwidth vs size" } else { "Bandwidth vs transfer size" };
+    let mut chart = LineChart::new(title, "transfer size (log)", "bandwidth (median)");
+    chart.x_log = true;
+    chart.x_format = bytes;
+    chart.y_format = bytes_per_second;
+    for (name, mut pts) in lines {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart.series.push(Series::new(name, pts));
+    }
+    limits.dedup_by(|a, b| a.label == b.label);
+    chart.y_rules = limits;
+    Some(line_chart(&chart))
+}
+
+/// The latency distribution of each transport's closed-loop round trip at one payload size, as
+/// the cumulative fraction at its measured percentiles.
+pub fn cdf_chart(ms: &[Measurement]) -> Option<String> {
+    let rows: Vec<&Measurement> = ms
+        .iter()
+        .filter(|m| m.suite == Suite::Transport && m.is(Case::RoundTrip) && m.status == MeasurementStatus::Ok)
+        .filter(|m| m.parameters.get("load").map(String::as_str) == Some("closed"))
+        .collect();
+    let payload = rows.iter().filter_map(|m| m.parameters.get("payload_bytes")?.parse::<u64>().ok()).min()?;
+    let placement = ["different_cores", "cross_node", "same_core"]
+        .into_iter()
+        .find(|p| rows.iter().any(|m| m.parameters.get("placement").map(String::as_str) == Some(*p)))?;
+    let mut chart = LineChart::new(
+        format!("Round-trip latency CDF, {} payload, {}", bytes(payload as f64), placement.replace('_', " ")),
+        "round trip (log)",
+        "fraction of requests",
+    );
+    chart.x_log = true;
+    chart.x_format = seconds;
+    chart.y_format = |v| format!("{:.0} %", v * 100.0);
+    for m in rows {
+        let p = &m.parameters;
+        if p.get("payload_bytes").and_then(|b| b.parse::<u64>().ok()) != Some(payload)
+            || p.get("placement").map(String::as_str) != Some(placement)
+        {
+            continue;
+        }
+        let Some(s) = m.stats else { continue };
+        let name = match p.get("wait") {
+            Some(w) => format!("{} ({w})", p.get("transport").cloned().unwrap_or_default()),
+            None => p.get("transport").cloned().unwrap_or_default(),
+        };
+        chart.series.push(Series::new(name, vec![(s.p50, 0.5), (s.p90, 0.9), (s.p99, 0.99), (s.p999, 0.999)]));
+    }
+    Some(line_chart(&chart))
+}
+
+/// P99 round trip against payload size per transport, with the floors measured beside them.
+pub fn payload_chart(run_id: &str, ms: &[Measurement], placement: &str) -> Option<String> {
+    let points: Vec<_> = transport_points(run_id, ms).into_iter().filter(|p| p.placement == placement).collect();
+    if points.is_empty() {
+        return None;
+    }
+    Some(crate::pages::transport::latency_chart(&points, placement))
+}
+
+/// Each quantized variant's batch latency against its accuracy, its weight memory in the legend.
+pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
+    let value = |case: Case, variant: &str, batch: Option<&str>| {
+        ms.iter()
+            .find(|m| {
+                m.is(case)
+                    && m.parameters.get("variant").map(String::as_str) == Some(variant)
+                    && batch.is_none_or(|b| m.parameters.get("batch").map(String::as_str) == Some(b))
+            })
+            .and_then(|m| m.stats)
+            .map(|s| s.p50)
+    };
+    let batch = ms
+        .iter()
+        .filter(|m| m.is(Case::MlpLatency))
+        .filter_map(|m| m.parameters.get("batch")?.parse::<u32>().ok())
+        .max()?
+        .to_string();
+    let mut variants: Vec<&str> = ms
+        .iter()
+        .filter(|m| m.is(Case::MlpAccuracy))
+        .filter_map(|m| m.parameters.get("variant").map(String::as_str))
+        .collect();
+    variants.dedup();
+    let mut chart = LineChart::new(
+        format!("Precision trade-off: latency at batch {batch} vs accuracy"),
+        format!("latency of a batch of {batch} (median)"),
+        "top-1 accuracy",
+    );
+    chart.points_only = true;
+    chart.y_from_zero = false;
+    chart.x_format = seconds;
+    chart.y_format = |v| format!("{:.1} %", v * 100.0);
+    for v in variants {
+        if let (Some(lat), Some(acc)) = (value(Case::MlpLatency, v, Some(&batch)), value(Case::MlpAccuracy, v, None)) {
+            let memory = value(Case::MlpWeightBytes, v, None).map(bytes).unwrap_or_default();
+            chart.series.push(Series::new(format!("{v} ({memory})"), vec![(lat, acc)]));
+        }
+    }
+    if chart.series.is_empty() {
+        return None;
+    }
+    Some(line_chart(&chart))
+}
+
+/// Measured and predicted p99 latency against the offered rate of an endpoint run.
+pub fn endpoint_chart(check: &endpoint::Check) -> Option<String> {
+    // In order of load: a sweep's last step sits between two earlier ones.
+    let mut by_rate: Vec<&endpoint::Prediction> = check.predictions.iter().collect();
+    by_rate.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+    let measured: Vec<(f64, f64)> = by_rate.iter().filter_map(|p| Some((p.offered, p.measured_p99?))).collect();
+    if measured.len() < 2 {
+        return None;
+    }
+    let predicted: Vec<(f64, f64)> = by_rate.iter().filter_map(|p| Some((p.offered, p.p99?))).collect();
+    let mut chart = LineChart::new(
+        "P99 latency vs offered load: measured and M/G/c",
+        "offered requests per second (log)",
+        "P99 latency (log)",
+    );
+    chart.x_log = true;
+    chart.y_log = true;
+    chart.x_format = |v| format!("{v:.0}/s");
+    chart.y_format = seconds;
+    chart.series.push(Series::new("measured P99", measured));
+    if !predicted.is_empty() {
+        chart.series.push(Series::new(format!("predicted P99 (M/G/{})", check.calibration.concurrency), predicted));
+    }
+    chart.x_rules.push(ChartRule { at: check.calibration.saturation_rps, label: "highest throughput achieved".into() });
+    Some(line_chart(&chart))
+}
+
+fn percent(error: Option<f64>) -> String {
+    error.map(|e| format!("{:+.0} %", e * 100.0)).unwrap_or_else(|| "–".into())
+}
+
+/// An endpoint run: the calibration, and each step's measurement beside the model's prediction.
+#[component]
+fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
+    let Some(check) = endpoint::check(&steps) else {
+        return view! { <p class="error" data-out="endpoint-check">"No step of this load test had a successful request the client could trust, so the model was not calibrated."</p> }.into_any();
+    };
+    let c = check.calibration;
+    let concurrency = if c.saturation_measured {
+        format!(
+            "{} request{} at once (from {:.1} req/s at saturation)",
+            c.concurrency,
+            if c.concurrency == 1 { "" } else { "s" },
+            c.saturation_rps
+        )
+    } else {
+        format!(
+            "at least {} (no step saturated; {:.1} req/s is the most it was asked for and served)",
+            c.concurrency, c.saturation_rps
+        )
+    };
+    let error = match (check.mape_p99, check.worst_p99) {
+        (Some(mape), Some(worst)) => format!(
+            "The model's P99 is off by {:.0} % on average over the {} steps below {:.0} % utilisation (worst {:.0} %).",
+            mape * 100.0,
+            check.predictions.iter().filter(|p| p.counted).count(),
+            endpoint::COUNTED_BELOW_UTILIZATION * 100.0,
+            worst * 100.0
+        ),
+        _ => "No step besides the calibration step ran below 80 % utilisation, so the model's error is not known yet: sweep at more rates.".into(),
+    };
+    let chart = endpoint_chart(&check);
+    view! {
+        <section class="card" data-out="endpoint-check">
+            <h2>"Your service under load"</h2>
+            <p>{format!("Service time {} (coefficient of variation {:.2}, from step {}); concurrency {}.", seconds(c.service_mean), c.service_cv, c.base_step, concurrency)}</p>
+            <p data-out="model-error">{error}</p>
+            {chart.map(|svg| view! { <div class="chart" data-chart="endpoint" inner_html=svg></div> })}
+            <div tabindex="0" class="table-wrap">
+                <table class="stack endpoint-steps">
+                    <thead><tr><th>"Step"</th><th>"Offered"</th><th>"Achieved"</th><th>"Errors"</th><th>"P50 measured"</th><th>"P50 model"</th><th>"P99 measured"</th><th>"P99 model"</th><th>"P99 error"</th><th>"Utilisation"</th><th>"Note"</th></tr></thead>
+                    <tbody>
+                        {check.predictions.iter().zip(&steps).map(|(p, s)| {
+                            let note = if s.client_limited { "client-limited: not trusted" }
+                                else if s.saturated { "saturated" }
+                                else if p.step == c.base_step { "calibration step" }
+                                else if !p.counted { "not counted (≥ 80 %)" }
+                                else { "" };
+                            let time = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "–".into());
+                            view! {
+                                <tr>
+                                    <td data-label="Step">{p.step}</td>
+                                    <td data-label="Offered">{format!("{:.1}/s", p.offered)}</td>
+                                    <td data-label="Achieved">{format!("{:.1}/s", s.achieved)}</td>
+                                    <td data-label="Errors">{format!("{:.1} %", s.error_rate * 100.0)}</td>
+                                    <td data-label="P50 measured">{time(p.measured_p50)}</td>
+                                    <td data-label="P50 model">{if p.p50.is_some() { time(p.p50) } else { "unbounded".into() }}</td>
+                                    <td data-label="P99 measured">{time(p.measured_p99)}</td>
+                                    <td data-label="P99 model">{if p.p99.is_some() { time(p.p99) } else { "unbounded".into() }}</td>
+                                    <td data-label="P99 error">{percent(p.error_p99)}</td>
+                                    <td data-label="Utilisation">{format!("{:.0} %", p.utilization * 100.0)}</td>
+                                    <td data-label="Note">{note}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }.into_any()
+}
+
+fn trend_chart(name: &str, unit: &str, points: &[TrendPoint]) -> String {
+    let newest = points.iter().map(|p| p.started_at_ms).max().unwrap_or(0);
+    let oldest = points.iter().map(|p| p.started_at_ms).min().unwrap_or(0);
+    // Runs minutes apart are read in minutes, weeks apart in days.
+    let (per, word) = match newest - oldest {
+        span if span < 2 * 3_600_000 => (60_000.0, "minutes"),
+        span if span < 2 * 86_400_000 => (3_600_000.0, "hours"),
+        _ => (86_400_000.0, "days"),
+    };
+    let mut chart = LineChart::new(
+        format!("{name} across this node's runs"),
+        format!("run start ({word} before the newest)"),
+        unit.to_string(),
+    );
+    chart.x_format = |v| format!("{v:.1}");
+    chart.y_format = match unit {
+        "bytes_per_second" => bytes_per_second,
+        "seconds" => seconds,
+        _ => |v| format!("{v:.3}"),
+    };
+    chart.series.push(Series::new(
+        name,
+        points.iter().map(|p| (-((newest - p.started_at_ms) as f64) / per, p.value)).collect(),
+    ));
+    line_chart(&chart)
+}
+
+fn stat_text(m: &Measurement) -> String {
+    match (m.status, m.stats) {
+        (MeasurementStatus::Ok, Some(s)) => match m.unit {
+            Unit::Seconds => format!("{} (P99 {})", seconds(s.p50), seconds(s.p99)),
+            Unit::BytesPerSecond => bytes_per_second(s.p50),
+            Unit::Bytes => bytes(s.p50),
+            Unit::FlopPerSecond => format!("{:.2} GFLOP/s", s.p50 / 1e9),
+            Unit::RequestsPerSecond => format!("{:.1} req/s", s.p50),
+            Unit::TokensPerSecond => format!("{:.0} tokens/s", s.p50),
+            Unit::Ratio if m.is(Case::MlpAccuracyDelta) => accuracy_points(s.p50),
+            _ => format!("{:.4}", s.p50),
+        },
+        _ => m.reason.clone().unwrap_or_else(|| m.status.as_str().to_string()),
+    }
+}
+
+#[component]
+pub fn RunPageView() -> impl IntoView {
+    let params = use_params_map();
+    let data = Resource::new(move || params.read().get("id").unwrap_or_default(), run_page);
+    view! {
+        <Title text="Run · Headroom"/>
+        <Suspense fallback=|| view! { <p>"Loading the run…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(view) => view! { <Run view/> }.into_any(),
+                    Err(err) => view! { <h1>"Run"</h1><p class="error">{format!("Could not load the run: {}", crate::pages::scenarios::clean(&err))}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Run(view: RunView) -> impl IntoView {
+    let run = view.detail.run.clone();
+    let ms = view.detail.measurements.clone();
+    let id = run.run_id.to_string();
+    let mut charts: Vec<(&'static str, String)> = Vec::new();
+    for suite in [Suite::System, Suite::Transfer] {
+        if let Some(c) = bandwidth_chart(&ms, suite) {
+            charts.push(("bandwidth", c));
+        }
+    }
+    if let Some(c) = cdf_chart(&ms) {
+        charts.push(("cdf", c));
+    }
+    for placement in ["different_cores", "cross_node"] {
+        if let Some(c) = payload_chart(&id, &ms, placement) {
+            charts.push(("payload", c));
+        }
+    }
+    if let Some(c) = precision_chart(&ms) {
+        charts.push(("precision", c));
+    }
+    for (name, unit, pts) in &view.trends {
+        if pts.len() >= 2 {
+            charts.push(("trend", trend_chart(name, unit, pts)));
+        }
+    }
+    let suites = run.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    let steps = endpoint::steps(&ms);
+    let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps/> });
+    view! {
+        <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>
+        <p class="lede">{format!("{} · suites {} · {} measurements · agent {} {} · status {}", utc_minute(run.started_at_ms), suites, run.measurement_count, run.agent_name, run.agent_version, run.status.as_str())}</p>
+        <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
+        {endpoint_check}
+        {charts.into_iter().map(|(kind, svg)| view! { <div class="chart card" data-chart=kind inner_html=svg></div> }).collect_view()}
+        <h2>"This node's runs"</h2>
+        <ul class="node-runs">
+            {view.node_runs.iter().map(|r| {
+                let rid = r.run_id.to_string();
+                let current = rid == id;
+                view! { <li class:current=current><a href=format!("/runs/{rid}")>{utc_minute(r.started_at_ms)}</a>{format!(" · {}", r.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))}</li> }
+            }).collect_view()}
+        </ul>
+        <details class="card">
+            <summary>{format!("All {} measurements", ms.len())}</summary>
+            <div tabindex="0" class="table-wrap">
+                <table class="stack measurements">
+                    <thead><tr><th>"Suite"</th><th>"Case"</th><th>"Parameters"</th><th>"Median"</th><th>"Floor"</th></tr></thead>
+                    <tbody>
+                        {ms.iter().map(|m| view! {
+                            <tr class=format!("status {}", m.status.as_str())>
+                                <td data-label="Suite">{m.suite.as_str()}</td>
+                                <td data-label="Case">{m.case.clone()}</td>
+                                <td data-label="Parameters" class="params">{m.parameters.iter().filter(|(k, _)| k.as_str() != "cpu_features").map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")}</td>
+                                <td data-label="Median">{stat_text(m)}</td>
+                                <td data-label="Floor">{m.floor.as_ref().map(|f| format!("{} {}", f.name, if m.unit == Unit::Seconds { seconds(f.value) } else { format!("{:.3e}", f.value) })).unwrap_or_default()}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </details>
+    }
+}

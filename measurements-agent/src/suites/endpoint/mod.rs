@@ -1,0 +1,700 @@
+//! The `endpoint` suite: load-tests the inference service a team runs, over the protocol it
+//! speaks, at open-loop rates up to saturation, and records every latency as a histogram.
+
+pub mod arrivals;
+pub mod grpc;
+pub mod load;
+pub mod prompts;
+pub mod protocol;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use model::plan::rng::Rng;
+use model::{Case, Measurement, MeasurementStatus, Stats, Suite, Unit};
+
+use self::arrivals::Arrivals;
+use self::load::Outcome;
+use self::protocol::{Client, Failure, Prepared, Protocol, TargetOptions};
+use crate::stats::t95;
+use crate::suites::{Benchmark, Effort};
+
+/// A step is saturated when it achieves less than this fraction of the offered rate...
+const SATURATED_ACHIEVED: f64 = 0.9;
+/// ...or its p99 exceeds this multiple of the unloaded p99...
+const SATURATED_P99: f64 = 10.0;
+/// ...or more than this fraction of its requests fail.
+const SATURATED_ERRORS: f64 = 0.01;
+/// A step whose client used more than this share of the node's CPU is not trusted.
+const CLIENT_CPU_LIMIT: f64 = 0.9;
+/// Most steps of a sweep.
+const MAX_SWEEP_STEPS: usize = 12;
+
+/// What to load and how.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub target: String,
+    pub protocol: Protocol,
+    pub options: TargetOptions,
+    /// The Authorization header value (from the environment; never stored or printed).
+    pub authorization: Option<Secret>,
+    /// Fixed rates per second; empty with `sweep`.
+    pub rates: Vec<f64>,
+    pub sweep: bool,
+    pub arrivals: Arrivals,
+    pub duration: Option<Duration>,
+    pub warmup: Option<Duration>,
+    pub max_in_flight: usize,
+    pub timeout: Duration,
+    /// A step whose send lag p99 exceeds this is marked client-limited.
+    pub max_send_lag: Duration,
+    pub slo: Slo,
+    pub seed: Option<u64>,
+}
+
+/// A header value that never shows in a log or a `{:?}`.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// Per-request service-level objectives; goodput counts the requests that meet all of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Slo {
+    /// End-to-end latency bound (from `p99=` or `latency=`).
+    pub latency: Option<Duration>,
+    /// Time to first token.
+    pub ttft: Option<Duration>,
+    /// Mean gap between a request's tokens.
+    pub itl: Option<Duration>,
+}
+
+impl Slo {
+    /// `p99=200ms,ttft=500ms,itl=50ms` (any of them).
+    pub fn parse(text: &str) -> Result<Slo, String> {
+        let mut slo = Slo::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) =
+                part.split_once('=').ok_or_else(|| format!("--slo takes KEY=DURATION items, not '{part}'"))?;
+            let value = parse_duration(value).map_err(|e| format!("--slo {key}: {e}"))?;
+            match key {
+                "p99" | "latency" => slo.latency = Some(value),
+                "ttft" => slo.ttft = Some(value),
+                "itl" => slo.itl = Some(value),
+                other => return Err(format!("--slo knows p99, ttft and itl, not '{other}'")),
+            }
+        }
+        Ok(slo)
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.latency.is_some() || self.ttft.is_some() || self.itl.is_some()
+    }
+
+    fn label(&self) -> String {
+        let ms = |d: Duration| format!("{}ms", d.as_secs_f64() * 1e3);
+        let mut parts = Vec::new();
+        if let Some(d) = self.latency {
+            parts.push(format!("latency<={}", ms(d)));
+        }
+        if let Some(d) = self.ttft {
+            parts.push(format!("ttft<={}", ms(d)));
+        }
+        if let Some(d) = self.itl {
+            parts.push(format!("itl<={}", ms(d)));
+        }
+        parts.join(",")
+    }
+
+    fn met(&self, outcome: &Outcome) -> bool {
+        let within = |bound: Option<Duration>, value: Option<Duration>| match (bound, value) {
+            (None, _) => true,
+            (Some(bound), Some(value)) => value <= bound,
+            (Some(_), None) => false,
+        };
+        let mean_gap = (!outcome.gaps.is_empty())
+            .then(|| outcome.gaps.iter().sum::<Duration>() / outcome.gaps.len() as u32)
+            .or(Some(Duration::ZERO));
+        outcome.result.is_ok()
+            && within(self.latency, Some(outcome.latency))
+            && within(self.ttft, outcome.first_token)
+            && within(self.itl, mean_gap)
+    }
+}
+
+/// `250ms`, `2s`, `1.5s`, `3m`, `500us`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a duration such as 250ms, 2s or 3m"))?;
+    let seconds = match unit {
+        "us" | "µs" => value * 1e-6,
+        "ms" => value * 1e-3,
+        "s" | "" => value,
+        "m" | "min" => value * 60.0,
+        _ => return Err(format!("'{text}': use us, ms, s or m")),
+    };
+    if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
+        return Err(format!("'{text}' must be above zero and at most a day"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A rate per second: finite and above zero.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= 1e6 => Ok(rate),
+        _ => Err(format!("--rates takes requests per second above 0 and at most 1000000, not '{text}'")),
+    }
+}
+
+/// The target's URL as stored: scheme, host, port and path; never credentials or a query.
+pub fn public_url(url: &str) -> anyhow::Result<String> {
+    // The error does not repeat the URL: it may hold a secret.
+    let parsed = reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("--target is not a URL: {e}"))?;
+    anyhow::ensure!(
+        matches!(parsed.scheme(), "http" | "https"),
+        "--target must be an http:// or https:// URL, not '{}'",
+        parsed.scheme()
+    );
+    let host = parsed.host_str().context("--target has no host")?;
+    let port = parsed.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let mut text = format!("{}://{host}{port}{}", parsed.scheme(), parsed.path().trim_end_matches('/'));
+    text.truncate(200);
+    Ok(text)
+}
+
+pub struct EndpointSuite {
+    pub config: Config,
+}
+
+impl Benchmark for EndpointSuite {
+    fn suite(&self) -> Suite {
+        Suite::Endpoint
+    }
+
+    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+        let config = &self.config;
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("endpoint-client")
+            .enable_all()
+            .build()?;
+        let authorization = config.authorization.as_ref().map(|s| s.0.clone());
+        let client = Arc::new(Client::new(config.timeout, config.max_in_flight, authorization)?);
+        let prepared =
+            runtime.block_on(protocol::prepare(&client, &config.target, config.protocol, &config.options))?;
+        let target = Arc::new(prepared);
+        let public = public_url(&config.target)?;
+        let duration = config.duration.unwrap_or(Duration::from_secs(if effort.quick { 5 } else { 20 }));
+        let warmup = config.warmup.unwrap_or(Duration::from_secs(if effort.quick { 1 } else { 3 }));
+        let seed = config.seed.unwrap_or_else(|| {
+            let mut bytes = [0u8; 8];
+            getrandom::fill(&mut bytes).map(|_| u64::from_le_bytes(bytes)).unwrap_or(1)
+        });
+        let mut rng = Rng::seeded(seed);
+
+        // A few requests one at a time: the target answers, and how long one takes unloaded.
+        let probe = probe(&runtime, &client, &target, config.timeout)?;
+        progress(&format!(
+            "endpoint {public} ({}{}): one request alone takes {:.2} ms",
+            config.protocol.as_str(),
+            target.model.as_deref().map(|m| format!(", model {}", clean(m))).unwrap_or_default(),
+            probe.as_secs_f64() * 1e3
+        ));
+
+        let mut base = BTreeMap::new();
+        base.insert("target".to_string(), public.clone());
+        base.insert("protocol".to_string(), config.protocol.as_str().to_string());
+        base.insert("arrivals".to_string(), config.arrivals.label());
+        base.insert("seed".to_string(), seed.to_string());
+        for (key, value) in
+            [("model", &target.model), ("model_version", &target.model_version), ("server", &target.server)]
+        {
+            if let Some(value) = value {
+                base.insert(key.to_string(), clean(value));
+            }
+        }
+        if config.slo.is_set() {
+            base.insert("slo".to_string(), config.slo.label());
+        }
+
+        let run_step = |rate: f64, rng: &mut Rng| -> anyhow::Result<Step> {
+            let span = (warmup + duration).as_secs_f64();
+            let offsets = config.arrivals.schedule(rate, span, rng);
+            let ran = load::run(&runtime, &client, &target, &offsets, config.max_in_flight, config.timeout, workers);
+            let window = match &config.arrivals {
+                // The whole trace, its last request included.
+                Arrivals::Trace(_) => (0.0, offsets.last().copied().unwrap_or(0.0).max(1e-3) + 1e-9),
+                _ => (warmup.as_secs_f64(), span),
+            };
+            Ok(Step::summarise(rate, window, &ran, &config.slo, config.protocol.is_llm(), config.max_send_lag))
+        };
+
+        let mut steps: Vec<Step> = Vec::new();
+        let report = |step: &Step, steps: &[Step], progress: &mut dyn FnMut(&str)| {
+            progress(&format!("  step {}: {}", steps.len() + 1, step.line()));
+        };
+        if let Arrivals::Trace(_) = config.arrivals {
+            let step = run_step(0.0, &mut rng)?;
+            report(&step, &steps, progress);
+            steps.push(step);
+        } else if config.sweep {
+            // Start where one request in ten finds the service busy (and with at least 20
+            // requests in the step), then double.
+            let enough = 20.0 / duration.as_secs_f64();
+            let mut rate = round2((0.1 / probe.as_secs_f64().max(1e-6)).max(enough)).clamp(0.2, 2000.0);
+            let mut last_good = None;
+            let mut retried = false;
+            while steps.len() < MAX_SWEEP_STEPS {
+                let mut step = run_step(rate, &mut rng)?;
+                step.judge(steps.iter().find(|s| !s.latency.is_empty()));
+                // A virtual machine's scheduler can hold the sending thread back once in a
+                // while; a client that fell behind on a service that kept up gets one more try
+                // at that rate before the sweep ends on it.
+                if step.client_limited && !step.saturated && !retried {
+                    progress(&format!("  step {}: {} — trying that rate once more", steps.len() + 1, step.line()));
+                    retried = true;
+                    continue;
+                }
+                report(&step, &steps, progress);
+                let stop = step.saturated || step.client_limited;
+                if !stop {
+                    last_good = Some(rate);
+                }
+                steps.push(step);
+                if stop {
+                    break;
+                }
+                rate = round2(rate * 2.0);
+                retried = false;
+            }
+            // One step between the last rate it kept up with and the one it did not.
+            if let (Some(good), Some(last)) = (last_good, steps.last())
+                && last.saturated
+                && !last.client_limited
+                && last.rate / good > 1.3
+                && steps.len() < MAX_SWEEP_STEPS
+            {
+                let mut step = run_step(round2((good * last.rate).sqrt()), &mut rng)?;
+                step.judge(steps.iter().find(|s| !s.latency.is_empty()));
+                report(&step, &steps, progress);
+                steps.push(step);
+            }
+        } else {
+            for &rate in &config.rates {
+                let mut step = run_step(rate, &mut rng)?;
+                step.judge(steps.iter().find(|s| !s.latency.is_empty()));
+                report(&step, &steps, progress);
+                steps.push(step);
+            }
+        }
+        Ok(steps.iter().enumerate().flat_map(|(i, step)| step.measurements(i + 1, &base)).collect())
+    }
+}
+
+/// Three requests to warm the connection, then up to ten one at a time; the median time of
+/// those that succeeded. An unreachable target is an error; one that answers with errors is
+/// measured (its errors are counted), with the probe's own failures named.
+fn probe(
+    runtime: &tokio::runtime::Runtime,
+    client: &Arc<Client>,
+    target: &Arc<Prepared>,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    let shown = public_url(&target.url).unwrap_or_else(|_| "the target".into());
+    runtime.block_on(async {
+        let mut times = Vec::new();
+        let mut failures = BTreeMap::<String, u32>::new();
+        for i in 0..13 {
+            let started = std::time::Instant::now();
+            let body = target.bodies[i % target.bodies.len()].clone();
+            match client.send(target, body).await {
+                Ok(_) if i >= 3 => times.push(started.elapsed()),
+                Ok(_) => {}
+                Err(Failure::Connect) => anyhow::bail!("cannot reach {shown}: connection refused or no route"),
+                Err(Failure::Timeout) => anyhow::bail!("{shown} did not answer within --timeout {timeout:?}"),
+                Err(failure) => *failures.entry(failure.label()).or_default() += 1,
+            }
+        }
+        times.sort();
+        match times.get(times.len() / 2) {
+            Some(median) => Ok(*median),
+            None => {
+                let list: Vec<String> = failures.iter().map(|(k, n)| format!("{k} × {n}")).collect();
+                tracing::warn!("every probe request failed ({})", list.join(", "));
+                Ok(Duration::from_millis(10))
+            }
+        }
+    })
+}
+
+/// Text from the target as a stored parameter: no control characters, at most 200 bytes.
+fn clean(text: &str) -> String {
+    crate::upload::printable_within(text, 200)
+}
+
+fn round2(x: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powf(x.log10().floor() - 1.0);
+    (x / scale).round() * scale
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid bounds")
+}
+
+fn record(h: &mut Histogram<u64>, d: Duration) {
+    h.saturating_record((d.as_nanos() as u64).max(1));
+}
+
+/// Statistics in seconds of a histogram of nanoseconds; `None` when it is empty.
+fn seconds_stats(h: &Histogram<u64>) -> Option<Stats> {
+    if h.is_empty() {
+        return None;
+    }
+    let n = h.len();
+    let mean = h.mean() * 1e-9;
+    let half = if n > 1 { t95((n - 1) as usize) * h.stdev() * 1e-9 / (n as f64).sqrt() } else { 0.0 };
+    let q = |q: f64| h.value_at_quantile(q) as f64 * 1e-9;
+    Some(Stats {
+        samples: n,
+        mean,
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+        p999: q(0.999),
+        ci95_low: mean - half,
+        ci95_high: mean + half,
+    })
+}
+
+/// The histogram as stored; `None` (statistics only) in the unlikely case it is larger than the
+/// server accepts.
+fn encode(h: &Histogram<u64>) -> Option<String> {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).ok()?;
+    Some(base64::engine::general_purpose::STANDARD.encode(bytes))
+        .filter(|t| t.len() <= model::wire::validate::MAX_HISTOGRAM)
+}
+
+/// One step's figures.
+struct Step {
+    rate: f64,
+    offered: f64,
+    achieved: f64,
+    goodput: Option<f64>,
+    latency: Histogram<u64>,
+    lag: Histogram<u64>,
+    sent: u64,
+    errors: BTreeMap<String, u64>,
+    capped: u64,
+    cpu: f64,
+    client_limited: bool,
+    saturated: bool,
+    llm: Option<Llm>,
+}
+
+struct Llm {
+    ttft: Histogram<u64>,
+    itl: Histogram<u64>,
+    tpot: Histogram<u64>,
+    output_tokens: u64,
+    input_tokens: u64,
+    from_usage: bool,
+    tokens_per_second: f64,
+}
+
+impl Step {
+    fn summarise(
+        rate: f64,
+        (from, to): (f64, f64),
+        ran: &load::Ran,
+        slo: &Slo,
+        llm: bool,
+        max_send_lag: Duration,
+    ) -> Step {
+        let measured: Vec<&Outcome> = ran.outcomes.iter().filter(|o| o.offset >= from && o.offset < to).collect();
+        let window = (to - from).max(1e-9);
+        let mut latency = histogram();
+        let mut lag = histogram();
+        let mut errors = BTreeMap::new();
+        let mut llm_figures = llm.then(|| Llm {
+            ttft: histogram(),
+            itl: histogram(),
+            tpot: histogram(),
+            output_tokens: 0,
+            input_tokens: 0,
+            from_usage: true,
+            tokens_per_second: 0.0,
+        });
+        for outcome in &measured {
+            record(&mut lag, outcome.lag);
+            match &outcome.result {
+                Ok(tokens) => {
+                    record(&mut latency, outcome.latency);
+                    if let (Some(figures), Some(tokens)) = (llm_figures.as_mut(), tokens) {
+                        if let Some(first) = outcome.first_token {
+                            record(&mut figures.ttft, first);
+                        }
+                        for gap in &outcome.gaps {
+                            record(&mut figures.itl, *gap);
+                        }
+                        let (output, from_usage) = tokens.output();
+                        figures.from_usage &= from_usage;
+                        figures.output_tokens = figures.output_tokens.saturating_add(output);
+                        figures.input_tokens = figures.input_tokens.saturating_add(tokens.usage.map_or(0, |u| u.1));
+                        let between = u32::try_from(output.saturating_sub(1)).unwrap_or(u32::MAX);
+                        if let (Some(first), true) = (outcome.first_token, between > 0) {
+                            record(&mut figures.tpot, outcome.latency.saturating_sub(first) / between);
+                        }
+                    }
+                }
+                Err(failure) => {
+                    // A misbehaving target could answer with any status: a few dozen kinds at most.
+                    let kind = if errors.len() < 32 { failure.label() } else { "other".into() };
+                    *errors.entry(kind).or_default() += 1
+                }
+            }
+        }
+        // Throughput: successful answers that ended in a window as long as the sending window,
+        // shifted by the median latency (whenever they were sent), over its length. A service
+        // that keeps up, however slowly, achieves what was offered; one that does not, its
+        // capacity, since it works through its backlog after the last send.
+        let shift = if latency.is_empty() { 0.0 } else { latency.value_at_quantile(0.5) as f64 * 1e-9 };
+        let (end_from, end_to) = (from + shift, to + shift);
+        let ended: Vec<&Outcome> =
+            ran.outcomes.iter().filter(|o| o.result.is_ok() && o.finished >= end_from && o.finished < end_to).collect();
+        let ok = ended.len() as u64;
+        let good = ended.iter().filter(|o| slo.met(o)).count() as u64;
+        if let Some(figures) = llm_figures.as_mut() {
+            let tokens: u64 = ended
+                .iter()
+                .filter_map(|o| o.result.as_ref().ok().and_then(Option::as_ref))
+                .map(|t| t.output().0)
+                .fold(0, u64::saturating_add);
+            figures.tokens_per_second = tokens as f64 / window;
+        }
+        // Behind schedule now and then (a virtual machine's scheduler wakes a sleeping thread a
+        // few milliseconds late at p99 even when idle), or behind all the time, or out of CPU.
+        let allowed = max_send_lag.as_nanos() as f64;
+        let capped = measured.iter().filter(|o| o.capped).count() as u64;
+        let client_limited = lag.value_at_quantile(0.99) as f64 > allowed
+            || lag.value_at_quantile(0.5) as f64 > allowed / 10.0
+            || ran.cpu > CLIENT_CPU_LIMIT
+            // Held back by --max-in-flight: the client, not the server, set the pace.
+            || capped as f64 > 0.01 * measured.len() as f64;
+        Step {
+            rate,
+            offered: measured.len() as f64 / window,
+            achieved: ok as f64 / window,
+            goodput: slo.is_set().then(|| good as f64 / window),
+            latency,
+            lag,
+            sent: measured.len() as u64,
+            errors,
+            capped,
+            cpu: ran.cpu,
+            client_limited,
+            saturated: false,
+            llm: llm_figures,
+        }
+    }
+
+    fn error_rate(&self) -> f64 {
+        self.errors.values().sum::<u64>() as f64 / self.sent.max(1) as f64
+    }
+
+    /// Marks saturation against the first (least loaded) step.
+    fn judge(&mut self, unloaded: Option<&Step>) {
+        let p99 = |s: &Step| s.latency.value_at_quantile(0.99) as f64;
+        let slow = unloaded.is_some_and(|u| !u.latency.is_empty() && p99(self) > SATURATED_P99 * p99(u));
+        self.saturated =
+            self.achieved < SATURATED_ACHIEVED * self.offered || slow || self.error_rate() > SATURATED_ERRORS;
+    }
+
+    fn line(&self) -> String {
+        let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 * 1e-6;
+        let mut line = format!(
+            "offered {:.1}/s, achieved {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.1}%, send lag p99 {:.3} ms, \
+             client CPU {:.0}%",
+            self.offered,
+            self.achieved,
+            ms(&self.latency, 0.5),
+            ms(&self.latency, 0.99),
+            self.error_rate() * 100.0,
+            ms(&self.lag, 0.99),
+            self.cpu * 100.0
+        );
+        if let Some(llm) = &self.llm {
+            line.push_str(&format!(
+                ", TTFT p50 {:.1} ms, ITL p50 {:.2} ms, {:.0} tokens/s",
+                ms(&llm.ttft, 0.5),
+                ms(&llm.itl, 0.5),
+                llm.tokens_per_second
+            ));
+        }
+        if self.saturated {
+            line.push_str(" — saturated");
+        }
+        if self.client_limited {
+            line.push_str(" — CLIENT-LIMITED (not trusted)");
+        }
+        line
+    }
+
+    fn measurements(&self, index: usize, base: &BTreeMap<String, String>) -> Vec<Measurement> {
+        let mut parameters = base.clone();
+        parameters.insert("step".into(), index.to_string());
+        parameters.insert("rate".into(), format!("{}", self.rate));
+        parameters.insert("client_limited".into(), self.client_limited.to_string());
+        parameters.insert("saturated".into(), self.saturated.to_string());
+        let make = |case: &str,
+                    unit: Unit,
+                    stats: Option<Stats>,
+                    histogram: Option<&Histogram<u64>>,
+                    extra: &[(&str, String)]| {
+            let mut parameters = parameters.clone();
+            for (key, value) in extra {
+                parameters.insert((*key).to_string(), value.clone());
+            }
+            let status = if stats.is_some() { MeasurementStatus::Ok } else { MeasurementStatus::Failed };
+            Measurement {
+                suite: Suite::Endpoint,
+                case: case.into(),
+                parameters,
+                unit,
+                status,
+                reason: stats.is_none().then(|| self.failure_reason()),
+                histogram: stats.and(histogram).and_then(encode),
+                stats,
+                floor: None,
+            }
+        };
+        let single = |v: f64| Some(Stats::single(v));
+        let latency = seconds_stats(&self.latency);
+        let cv = latency.filter(|s| s.samples > 1 && s.mean > 0.0).map(|s| self.latency.stdev() * 1e-9 / s.mean);
+        let mut out = vec![
+            make(Case::EndpointLatency.as_str(), Unit::Seconds, latency, Some(&self.latency), &[]),
+            make(Case::EndpointLatencyCv.as_str(), Unit::Ratio, cv.and_then(single), None, &[]),
+            make(Case::EndpointOfferedRate.as_str(), Unit::RequestsPerSecond, single(self.offered), None, &[]),
+            make(Case::EndpointAchievedRate.as_str(), Unit::RequestsPerSecond, single(self.achieved), None, &[]),
+            make(Case::EndpointErrorRate.as_str(), Unit::Ratio, single(self.error_rate()), None, &[]),
+            make("endpoint_send_lag", Unit::Seconds, seconds_stats(&self.lag), Some(&self.lag), &[]),
+            make("endpoint_client_cpu", Unit::Ratio, single(self.cpu), None, &[]),
+            make("endpoint_capped", Unit::Count, single(self.capped as f64), None, &[]),
+        ];
+        for (kind, count) in &self.errors {
+            out.push(make("endpoint_errors", Unit::Count, single(*count as f64), None, &[("kind", kind.clone())]));
+        }
+        if let Some(goodput) = self.goodput {
+            out.push(make("endpoint_goodput", Unit::RequestsPerSecond, single(goodput), None, &[]));
+        }
+        if let Some(llm) = &self.llm {
+            let source = [("token_count_source", if llm.from_usage { "usage" } else { "chunks" }.to_string())];
+            out.push(make("endpoint_ttft", Unit::Seconds, seconds_stats(&llm.ttft), Some(&llm.ttft), &[]));
+            out.push(make("endpoint_itl", Unit::Seconds, seconds_stats(&llm.itl), Some(&llm.itl), &[]));
+            out.push(make("endpoint_tpot", Unit::Seconds, seconds_stats(&llm.tpot), Some(&llm.tpot), &[]));
+            out.push(make("endpoint_output_tokens", Unit::Count, single(llm.output_tokens as f64), None, &source));
+            out.push(make("endpoint_input_tokens", Unit::Count, single(llm.input_tokens as f64), None, &source));
+            out.push(make(
+                "endpoint_output_tokens_per_second",
+                Unit::TokensPerSecond,
+                single(llm.tokens_per_second),
+                None,
+                &source,
+            ));
+        }
+        out
+    }
+
+    fn failure_reason(&self) -> String {
+        if self.errors.is_empty() {
+            return "no request completed".into();
+        }
+        let list: Vec<String> = self.errors.iter().map(|(k, n)| format!("{k} × {n}")).collect();
+        clean(&format!("no request succeeded: {}", list.join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_rates_and_slos_parse_or_say_why() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("0s").is_err() && parse_duration("fast").is_err());
+        assert!(parse_rate("0").unwrap_err().contains("--rates"));
+        assert!(parse_rate("NaN").is_err() && parse_rate("-3").is_err());
+        let slo = Slo::parse("p99=200ms,ttft=1s").unwrap();
+        assert_eq!(slo.latency, Some(Duration::from_millis(200)));
+        assert_eq!(slo.ttft, Some(Duration::from_secs(1)));
+        assert!(Slo::parse("p50=3ms").unwrap_err().contains("p99, ttft and itl"));
+    }
+
+    #[test]
+    fn stored_urls_carry_no_secrets() {
+        assert_eq!(public_url("http://user:pw@host:8080/v2/?key=sk-1").unwrap(), "http://host:8080/v2");
+        assert!(public_url("ftp://host").is_err());
+        assert_eq!(round2(0.1 / 0.0023), 43.0);
+    }
+
+    fn outcome(offset: f64, latency: f64, result: Result<Option<protocol::Tokens>, Failure>) -> Outcome {
+        Outcome {
+            offset,
+            lag: Duration::from_micros(50),
+            capped: false,
+            latency: Duration::from_secs_f64(latency),
+            finished: offset + latency,
+            result,
+            first_token: None,
+            gaps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_slow_service_that_keeps_up_achieves_its_offered_rate() {
+        // 10 requests a second for 5 s, each taking 2 s: the service keeps up, just slowly.
+        let outcomes = (0..50).map(|i| outcome(f64::from(i) * 0.1, 2.0, Ok(None))).collect();
+        let ran = load::Ran { outcomes, cpu: 0.01 };
+        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+        step.judge(None);
+        assert!((step.offered - 10.0).abs() < 1e-9 && (step.achieved - 10.0).abs() < 0.5, "{}", step.line());
+        assert!(!step.saturated && !step.client_limited, "{}", step.line());
+        // Half of them failing is saturation, and the failures are counted by kind.
+        let outcomes = (0..50)
+            .map(|i| outcome(f64::from(i) * 0.1, 0.01, if i % 2 == 0 { Ok(None) } else { Err(Failure::Status(503)) }))
+            .collect();
+        let ran = load::Ran { outcomes, cpu: 0.01 };
+        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+        step.judge(None);
+        assert!(step.saturated && step.errors.get("http_503") == Some(&20), "{:?}", step.errors);
+    }
+
+    #[test]
+    fn histogram_statistics_are_in_seconds() {
+        let mut h = histogram();
+        for ms in 1..=100u64 {
+            record(&mut h, Duration::from_millis(ms));
+        }
+        let stats = seconds_stats(&h).unwrap();
+        assert_eq!(stats.samples, 100);
+        assert!((stats.p50 - 0.050).abs() < 0.0001 && (stats.p99 - 0.099).abs() < 0.0001, "{stats:?}");
+        assert!(encode(&h).is_some_and(|text| text.starts_with("HISTF")));
+    }
+}

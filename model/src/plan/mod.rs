@@ -1,0 +1,13 @@
+//! The planning formulas: each a pure function of typed inputs, checked, with a property test.
+
+pub mod attribution;
+pub mod checks;
+pub mod cost;
+pub mod endpoint;
+pub mod memory;
+pub mod quant;
+pub mod queue;
+pub mod rightsize;
+pub mod rng;
+pub mod transport;
+pub mod uncertainty;

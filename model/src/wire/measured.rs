@@ -1,0 +1,374 @@
+//! From stored measurements to the planning model's inputs: the right-sizing candidates a
+//! node's quantization run supports, and the per-transport figures of a transport run.
+//! Pure, so the server (which loads the runs) and the tests share one reading of them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::memory::Precision;
+use crate::plan::rightsize::{Hardware, PerfPoint, Source};
+use crate::plan::transport::TransportMeasurement;
+use crate::units::{Bytes, Seconds, UsdPerHour};
+use crate::wire::run::{Case, Measurement, MeasurementStatus, Suite};
+use crate::wire::view::NodeSummary;
+
+/// z of the 99th percentile of a standard normal.
+const Z99: f64 = 2.326_347_874_040_841;
+
+/// Coefficient of variation of a log-normal whose median and 99th percentile are these:
+/// σ = ln(p99 / p50) / z₀.₉₉, cv = √(e^{σ²} − 1). The agent stores percentiles, not the raw
+/// samples; a service time's right tail is close to log-normal, so this is the honest estimate.
+pub fn cv_from_percentiles(p50: f64, p99: f64) -> f64 {
+    if !(p50 > 0.0 && p99 >= p50 && p99.is_finite()) {
+        return 0.0;
+    }
+    let sigma = (p99 / p50).ln() / Z99;
+    (sigma * sigma).exp_m1().sqrt()
+}
+
+fn ok(m: &Measurement) -> Option<crate::wire::run::Stats> {
+    (m.status == MeasurementStatus::Ok).then_some(m.stats).flatten()
+}
+
+/// The right-sizing candidate one node's quantization run supports: per precision and batch
+/// size, the reference model's measured batch latency, with the accuracy change of that
+/// precision's most accurate variant (the fastest among equals). `None` when the run measured
+/// no model latency. `service_time_scale` multiplies every service time (the served model's
+/// cost relative to the agent's reference model); `hourly_usd` is what the node costs.
+pub fn hardware_from_quant_run(
+    node: &NodeSummary,
+    run_id: &str,
+    measurements: &[Measurement],
+    hourly_usd: f64,
+    service_time_scale: f64,
+) -> Option<Hardware> {
+    let mut accuracy: BTreeMap<&str, f64> = BTreeMap::new();
+    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.is(Case::MlpAccuracyDelta)) {
+        if let (Some(stats), Some(variant)) = (ok(m), m.parameters.get("variant")) {
+            accuracy.insert(variant, stats.mean);
+        }
+    }
+    // (precision, batch) → (accuracy delta, perf point)
+    let mut best: BTreeMap<(Precision, u32), (f64, PerfPoint)> = BTreeMap::new();
+    for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.is(Case::MlpLatency)) {
+        let Some(stats) = ok(m) else { continue };
+        let p = &m.parameters;
+        let (Some(variant), Some(precision), Some(batch)) = (
+            p.get("variant"),
+            p.get("precision").and_then(|s| Precision::parse(s)),
+            p.get("batch").and_then(|b| b.parse::<u32>().ok()),
+        ) else {
+            continue;
+        };
+        let delta = accuracy.get(variant.as_str()).copied().unwrap_or(0.0);
+        let point = PerfPoint {
+            precision,
+            batch_size: batch,
+            service_time_mean_s: Seconds(stats.mean * service_time_scale),
+            service_time_cv: cv_from_percentiles(stats.p50, stats.p99),
+            accuracy_delta: delta,
+            concurrency: 1,
+        };
+        let better = match best.get(&(precision, batch)) {
+            None => true,
+            Some((d, q)) => delta > *d || (delta == *d && point.service_time_mean_s.0 < q.service_time_mean_s.0),
+        };
+        if better {
+            best.insert((precision, batch), (delta, point));
+        }
+    }
+    if best.is_empty() {
+        return None;
+    }
+    let device_memory = node.gpus.first().map(|g| g.memory_bytes).unwrap_or(node.memory_bytes);
+    Some(Hardware {
+        instance_type: node.instance_type.clone().unwrap_or_else(|| node.hostname.clone()),
+        hourly_usd: UsdPerHour(hourly_usd),
+        device_memory_bytes: Bytes(device_memory as f64),
+        source: Source::Measured { run_ids: vec![run_id.to_string()] },
+        perf: best.into_values().map(|(_, point)| point).collect(),
+    })
+}
+
+/// One transport at one payload size and placement, from a transport run (closed loop, one
+/// request in flight).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransportPoint {
+    /// `http_json`, `grpc_protobuf_packed`, `shared_memory (busy_poll)`, …
+    pub transport: String,
+    pub payload_bytes: u64,
+    /// `same_core`, `different_cores` or `cross_node`.
+    pub placement: String,
+    pub latency_p50_s: f64,
+    pub latency_p99_s: f64,
+    /// Client plus server CPU time per request.
+    pub cpu_seconds_per_request: f64,
+    /// The client's share of it.
+    pub client_cpu_seconds_per_request: f64,
+    /// The physical floor this round trip was measured against, if any.
+    pub floor_name: Option<String>,
+    pub floor_s: Option<f64>,
+    pub run_id: String,
+}
+
+impl TransportPoint {
+    /// Shared memory and Unix sockets need both ends on one node.
+    pub fn works_across_nodes(&self) -> bool {
+        !(self.transport.starts_with("shared_memory") || self.transport.starts_with("unix_socket"))
+    }
+
+    pub fn is_cross_node(&self) -> bool {
+        self.placement == "cross_node"
+    }
+
+    /// A busy-polling server spins whether or not requests come.
+    pub fn busy_polls(&self) -> bool {
+        self.transport.contains("busy_poll")
+    }
+
+    /// The model's view of this point. A busy-polling server costs a whole core at any rate
+    /// (its measured per-request CPU is part of that core), the client its measured share.
+    pub fn to_model(&self) -> TransportMeasurement {
+        let (cpu, spinning) = if self.busy_polls() {
+            (self.client_cpu_seconds_per_request, 1.0)
+        } else {
+            (self.cpu_seconds_per_request, 0.0)
+        };
+        TransportMeasurement {
+            transport: self.transport.clone(),
+            cpu_seconds_per_request: Seconds(cpu),
+            latency_p99_s: Seconds(self.latency_p99_s),
+            works_across_nodes: self.works_across_nodes(),
+            measured_placement: Some(self.placement.clone()),
+            spinning_cores: spinning,
+        }
+    }
+}
+
+/// Every closed-loop round trip of a transport run with its CPU cost.
+pub fn transport_points(run_id: &str, measurements: &[Measurement]) -> Vec<TransportPoint> {
+    type Key = (String, u64, String);
+    let key = |m: &Measurement| -> Option<Key> {
+        let p = &m.parameters;
+        if p.get("load").map(String::as_str) != Some("closed") || p.get("in_flight").map(String::as_str) != Some("1") {
+            return None;
+        }
+        let transport = match p.get("wait") {
+            Some(wait) => format!("{} ({wait})", p.get("transport")?),
+            None => p.get("transport")?.clone(),
+        };
+        Some((transport, p.get("payload_bytes")?.parse().ok()?, p.get("placement")?.clone()))
+    };
+    // (client, server) CPU seconds per request.
+    let mut cpu: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
+    for m in measurements.iter().filter(|m| m.suite == Suite::Transport && m.is(Case::CpuPerRequest)) {
+        if let (Some(k), Some(stats)) = (key(m), ok(m)) {
+            let entry = cpu.entry(k).or_default();
+            match m.parameters.get("side").map(String::as_str) {
+                Some("client") => entry.0 += stats.mean,
+                _ => entry.1 += stats.mean,
+            }
+        }
+    }
+    let mut points: Vec<TransportPoint> = measurements
+        .iter()
+        .filter(|m| m.suite == Suite::Transport && m.is(Case::RoundTrip))
+        .filter_map(|m| {
+            let k = key(m)?;
+            let stats = ok(m)?;
+            let (client, server) = cpu.get(&k).copied().unwrap_or((f64::NAN, f64::NAN));
+            Some(TransportPoint {
+                cpu_seconds_per_request: client + server,
+                client_cpu_seconds_per_request: client,
+                transport: k.0,
+                payload_bytes: k.1,
+                placement: k.2,
+                latency_p50_s: stats.p50,
+                latency_p99_s: stats.p99,
+                floor_name: m.floor.as_ref().map(|f| f.name.clone()),
+                floor_s: m.floor.as_ref().map(|f| f.value),
+                run_id: run_id.to_string(),
+            })
+        })
+        .filter(|p| p.cpu_seconds_per_request.is_finite())
+        .collect();
+    points.sort_by(|a, b| {
+        (&a.transport, &a.placement, a.payload_bytes).cmp(&(&b.transport, &b.placement, b.payload_bytes))
+    });
+    points
+}
+
+/// How a `memcpy` measurement ranks as a node's DRAM bandwidth: the most threads, then the
+/// largest buffer. The headline is the highest-ranked; the store picks a node's the same way.
+pub fn memcpy_rank(parameters: &BTreeMap<String, String>) -> (u64, u64) {
+    let number = |key: &str| parameters.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (number("threads").max(1), number("bytes"))
+}
+
+/// The figure that stands for a suite in a run, to follow across a node's runs: (name, unit,
+/// value). System: memcpy bandwidth at the most threads and largest buffer; transport: HTTP+JSON
+/// median round trip at the smallest payload with the ends on different cores; quant: FP32
+/// reference-model latency at the largest batch.
+pub fn headline(suite: Suite, measurements: &[Measurement]) -> Option<(String, String, f64)> {
+    let param = |m: &Measurement, k: &str| m.parameters.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let of_suite = || measurements.iter().filter(move |m| m.suite == suite).filter(|m| ok(m).is_some());
+    let pick = |case: Case, filter: &dyn Fn(&Measurement) -> bool, key: &dyn Fn(&Measurement) -> f64| {
+        of_suite().filter(|m| m.is(case) && filter(m)).max_by(|a, b| key(a).total_cmp(&key(b))).and_then(ok)
+    };
+    let is = |m: &Measurement, k: &str, v: &str| m.parameters.get(k).map(String::as_str) == Some(v);
+    match suite {
+        Suite::System => of_suite()
+            .filter(|m| m.is(Case::Memcpy))
+            .max_by_key(|m| memcpy_rank(&m.parameters))
+            .and_then(ok)
+            .map(|s| ("memcpy bandwidth".into(), "bytes_per_second".into(), s.p50)),
+        Suite::Transport => pick(
+            Case::RoundTrip,
+            &|m| is(m, "transport", "http_json") && is(m, "load", "closed") && is(m, "placement", "different_cores"),
+            &|m| -param(m, "payload_bytes"),
+        )
+        .map(|s| ("HTTP+JSON round trip (median)".into(), "seconds".into(), s.p50)),
+        Suite::Quant => pick(Case::MlpLatency, &|m| is(m, "variant", "fp32"), &|m| param(m, "batch"))
+            .map(|s| ("FP32 reference-model batch latency".into(), "seconds".into(), s.p50)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::run::{Floor, Stats, Unit};
+
+    fn m(suite: Suite, case: &str, params: &[(&str, &str)], mean: f64, p50: f64, p99: f64) -> Measurement {
+        Measurement {
+            suite,
+            case: case.into(),
+            parameters: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            unit: Unit::Seconds,
+            status: MeasurementStatus::Ok,
+            reason: None,
+            stats: Some(Stats { mean, p50, p99, ..Stats::single(mean) }),
+            floor: None,
+            histogram: None,
+        }
+    }
+
+    fn node() -> NodeSummary {
+        NodeSummary {
+            node_id: "n".into(),
+            hostname: "host-a".into(),
+            cpu_model: "cpu".into(),
+            cpu_cores: 8,
+            memory_bytes: 1 << 30,
+            kernel: "k".into(),
+            instance_type: None,
+            hourly_usd: None,
+            gpus: vec![],
+            first_seen_ms: 0,
+            last_seen_ms: 0,
+            run_count: 1,
+            memcpy_bytes_per_second: None,
+        }
+    }
+
+    #[test]
+    fn cv_of_a_constant_is_zero_and_grows_with_the_tail() {
+        assert_eq!(cv_from_percentiles(1.0, 1.0), 0.0);
+        let narrow = cv_from_percentiles(1.0, 1.1);
+        let wide = cv_from_percentiles(1.0, 3.0);
+        assert!(narrow > 0.0 && narrow < wide, "{narrow} {wide}");
+        // σ = 1 gives cv = √(e − 1).
+        assert!((cv_from_percentiles(1.0, Z99.exp()) - (1f64.exp() - 1.0).sqrt()).abs() < 1e-12);
+        assert_eq!(cv_from_percentiles(0.0, 1.0), 0.0);
+    }
+
+    #[test]
+    fn quant_run_keeps_the_most_accurate_variant_of_each_precision() {
+        let q = Suite::Quant;
+        let ms = vec![
+            m(q, "mlp_accuracy_delta", &[("variant", "int8_a")], -0.01, -0.01, -0.01),
+            m(q, "mlp_accuracy_delta", &[("variant", "int8_b")], 0.0, 0.0, 0.0),
+            m(q, "mlp_latency", &[("variant", "int8_a"), ("precision", "int8"), ("batch", "1")], 1e-6, 1e-6, 2e-6),
+            m(q, "mlp_latency", &[("variant", "int8_b"), ("precision", "int8"), ("batch", "1")], 3e-6, 3e-6, 4e-6),
+            m(q, "mlp_latency", &[("variant", "fp32"), ("precision", "fp32"), ("batch", "64")], 5e-5, 5e-5, 6e-5),
+        ];
+        let hw = hardware_from_quant_run(&node(), "run-1", &ms, 2.0, 10.0).expect("measured");
+        assert_eq!(hw.instance_type, "host-a");
+        assert_eq!(hw.source, Source::Measured { run_ids: vec!["run-1".into()] });
+        assert_eq!(hw.perf.len(), 2);
+        let int8 = hw.perf.iter().find(|p| p.precision == Precision::Int8).unwrap();
+        assert_eq!(int8.accuracy_delta, 0.0, "the lossless variant wins over the faster lossy one");
+        assert!((int8.service_time_mean_s.0 - 3e-5).abs() < 1e-15, "scaled by 10");
+        assert!(hardware_from_quant_run(&node(), "r", &ms[..2], 2.0, 1.0).is_none());
+    }
+
+    #[test]
+    fn headline_takes_the_widest_memcpy() {
+        let s = Suite::System;
+        let ms = vec![
+            m(s, "memcpy", &[("threads", "1"), ("bytes", "1024")], 1.0, 1.0, 1.0),
+            m(s, "memcpy", &[("threads", "2"), ("bytes", "512")], 2.0, 2.0, 2.0),
+            m(s, "memcpy", &[("threads", "1"), ("bytes", "4096")], 3.0, 3.0, 3.0),
+        ];
+        assert_eq!(headline(s, &ms), Some(("memcpy bandwidth".into(), "bytes_per_second".into(), 2.0)));
+        assert_eq!(headline(Suite::Quant, &ms), None);
+    }
+
+    #[test]
+    fn transport_points_add_client_and_server_cpu() {
+        let t = Suite::Transport;
+        let base = [("load", "closed"), ("in_flight", "1"), ("payload_bytes", "1024"), ("placement", "same_core")];
+        let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&str, &str)> {
+            base.iter().chain(extra.iter()).copied().collect()
+        };
+        let mut rt = m(t, "round_trip", &with(&[("transport", "shared_memory"), ("wait", "futex")]), 5e-6, 4e-6, 9e-6);
+        rt.floor = Some(Floor { name: "futex_ping_pong".into(), value: 3e-6 });
+        let ms = vec![
+            rt,
+            m(
+                t,
+                "cpu_per_request",
+                &with(&[("transport", "shared_memory"), ("wait", "futex"), ("side", "client")]),
+                2e-6,
+                0.0,
+                0.0,
+            ),
+            m(
+                t,
+                "cpu_per_request",
+                &with(&[("transport", "shared_memory"), ("wait", "futex"), ("side", "server")]),
+                3e-6,
+                0.0,
+                0.0,
+            ),
+            // Open-loop rows are not the closed-loop figure.
+            m(
+                t,
+                "round_trip",
+                &[("load", "open"), ("payload_bytes", "1024"), ("placement", "same_core"), ("transport", "http_json")],
+                1.0,
+                1.0,
+                1.0,
+            ),
+        ];
+        let points = transport_points("r", &ms);
+        assert_eq!(points.len(), 1);
+        let p = &points[0];
+        assert_eq!(p.transport, "shared_memory (futex)");
+        assert!((p.cpu_seconds_per_request - 5e-6).abs() < 1e-18);
+        assert_eq!(p.latency_p99_s, 9e-6);
+        assert_eq!(p.floor_s, Some(3e-6));
+        assert!(!p.works_across_nodes());
+        assert!(!p.to_model().works_across_nodes);
+        assert_eq!(p.client_cpu_seconds_per_request, 2e-6);
+        assert_eq!(p.to_model().spinning_cores, 0.0);
+        let busy = TransportPoint { transport: "shared_memory (busy_poll)".into(), ..p.clone() };
+        let model = busy.to_model();
+        assert_eq!(
+            (model.spinning_cores, model.cpu_seconds_per_request.0),
+            (1.0, 2e-6),
+            "the server's core, the client's share"
+        );
+    }
+}
