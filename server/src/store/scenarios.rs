@@ -1,4 +1,5 @@
-//! Saved scenarios (page inputs under a name) and price look-ups for the pages.
+//! Saved scenarios (page inputs under a name) and price look-ups for the pages. Writes queue for
+//! SQLite's single writer like every other write, so contention is a 503, not a 500.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,7 @@ impl Store {
     ) -> anyhow::Result<ScenarioRecord> {
         let id = Uuid::new_v4().to_string();
         let now = now_ms();
+        let (_writing, mut tx) = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO scenarios (id, name, kind, inputs_json, created_by, created_at_ms, updated_at_ms, \
              catalog_version) VALUES ($1, $2, $3, $4, $5, $6, $6, (SELECT MAX(version) FROM catalog_versions))",
@@ -50,8 +52,9 @@ impl Store {
         .bind(serde_json::to_string(inputs)?)
         .bind(user_id)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         self.scenario(&id).await?.ok_or_else(|| anyhow::anyhow!("scenario {id} vanished after insert"))
     }
 
@@ -64,12 +67,14 @@ impl Store {
 
     /// Gives a scenario a new name; `None` when there is no such scenario.
     pub async fn rename_scenario(&self, id: &str, name: &str) -> anyhow::Result<Option<ScenarioRecord>> {
+        let (_writing, mut tx) = self.begin_write().await?;
         let done = sqlx::query("UPDATE scenarios SET name = $1, updated_at_ms = $2 WHERE id = $3")
             .bind(name)
             .bind(now_ms())
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         if done.rows_affected() == 0 {
             return Ok(None);
         }
@@ -79,7 +84,9 @@ impl Store {
     /// Deletes a scenario; whether there was one. Reports built from it keep their own copy of
     /// its figures and its id.
     pub async fn delete_scenario(&self, id: &str) -> anyhow::Result<bool> {
-        let done = sqlx::query("DELETE FROM scenarios WHERE id = $1").bind(id).execute(&self.pool).await?;
+        let (_writing, mut tx) = self.begin_write().await?;
+        let done = sqlx::query("DELETE FROM scenarios WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        tx.commit().await?;
         Ok(done.rows_affected() > 0)
     }
 
