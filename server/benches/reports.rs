@@ -52,7 +52,7 @@ fn main() {
     let request =
         ReportRequest { name: "bench".into(), from: "2026-11-01".into(), to: "2026-11-30".into(), deployments };
     let prices = Prices::new(&catalog);
-    let build = || reports::build("bench".into(), &request, &prices, 1, &|_| true).expect("report");
+    let build = || reports::build("bench".into(), &request, &prices, 1, &|_| true, &|_| true).expect("report");
     let report = build();
     let mut sizes = Vec::new();
     let rows: Vec<(&str, Duration)> = vec![

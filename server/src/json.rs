@@ -20,9 +20,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
         if !is_json(request.headers()) {
             return Err(unsupported());
         }
-        let headers = request.headers().clone();
-        let body = Bytes::from_request(request, state).await;
-        from_body(&headers, body).map(ApiJson)
+        let bytes = Bytes::from_request(request, state).await.map_err(refused_body)?;
+        parse(&bytes).map(ApiJson)
     }
 }
 
@@ -62,13 +61,16 @@ pub fn body_bytes(
     if !is_json(headers) {
         return Err(unsupported());
     }
-    body.map_err(|rejection| {
-        if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(rejection.body_text())
-        } else {
-            ApiError::BadRequest(rejection.body_text())
-        }
-    })
+    body.map_err(refused_body)
+}
+
+/// Why a body could not be read: past the route's limit (413), or cut off (400).
+fn refused_body(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::PayloadTooLarge(rejection.body_text())
+    } else {
+        ApiError::BadRequest(rejection.body_text())
+    }
 }
 
 fn is_json(headers: &axum::http::HeaderMap) -> bool {

@@ -239,13 +239,15 @@ impl<'a> Prices<'a> {
     }
 }
 
-/// Computes a report. `known_run` says whether a benchmark run is stored.
+/// Computes a report. `known_run` says whether a benchmark run is stored, `known_scenario`
+/// whether a saved scenario is.
 pub fn build(
     id: String,
     request: &ReportRequest,
     prices: &Prices<'_>,
     catalog_version: i64,
     known_run: &dyn Fn(&Uuid) -> bool,
+    known_scenario: &dyn Fn(&str) -> bool,
 ) -> Result<Report, FieldError> {
     let name = request.name.trim();
     if name.is_empty() || name.chars().count() > 200 {
@@ -266,7 +268,7 @@ pub fn build(
         .deployments
         .iter()
         .enumerate()
-        .map(|(i, d)| row(&format!("deployments[{i}]"), d, prices, hours, months, known_run))
+        .map(|(i, d)| row(&format!("deployments[{i}]"), d, prices, hours, months, known_run, known_scenario))
         .collect::<Result<Vec<_>, _>>()?;
     // The totals the exports print must fit too.
     let mut total: MicroUsd = 0;
@@ -330,6 +332,7 @@ fn row(
     hours: i64,
     months: f64,
     known_run: &dyn Fn(&Uuid) -> bool,
+    known_scenario: &dyn Fn(&str) -> bool,
 ) -> Result<ReportRow, FieldError> {
     let field = |name: &str| format!("{at}.{name}");
     if d.name.trim().is_empty() {
@@ -338,8 +341,13 @@ fn row(
     if d.team.as_ref().is_some_and(|t| t.chars().count() > MAX_TEAM) {
         return Err(FieldError::new(field("team"), format!("must be at most {MAX_TEAM} characters")));
     }
-    if d.scenario_id.as_ref().is_some_and(|s| s.len() > crate::store::MAX_ID_BYTES) {
-        return Err(FieldError::new(field("scenario_id"), "is not a scenario id"));
+    if let Some(scenario) = &d.scenario_id {
+        if scenario.len() > crate::store::MAX_ID_BYTES {
+            return Err(FieldError::new(field("scenario_id"), "is not a scenario id"));
+        }
+        if !known_scenario(scenario) {
+            return Err(FieldError::new(field("scenario_id"), format!("no saved scenario {scenario}")));
+        }
     }
     if !(d.retrains_per_month.is_finite() && d.retrains_per_month >= 0.0) {
         return Err(FieldError::new(field("retrains_per_month"), "must be a finite number, zero or more"));
@@ -799,7 +807,7 @@ mod tests {
             RecommendationInput::alternative(Kind::RightSizing, "g6.xlarge", 3),
             RecommendationInput::cheaper_model(Kind::Distillation, 0.25, 3000.0),
         ];
-        let r = build("r".into(), &request(vec![d]), &Prices::new(&catalog), 1, &|_| true).unwrap();
+        let r = build("r".into(), &request(vec![d]), &Prices::new(&catalog), 1, &|_| true, &|_| true).unwrap();
         let row = &r.rows[0];
         // 1.006 USD × 4 replicas × 720 hours.
         assert_eq!(row.serving_micro_usd, 1_006_000 * 4 * 720);
@@ -822,7 +830,7 @@ mod tests {
             if longer {
                 r.to = "2036-10-30".into();
             }
-            build("r".into(), &r, &prices, 1, &|_| true).unwrap_err()
+            build("r".into(), &r, &prices, 1, &|_| true, &|_| true).unwrap_err()
         };
         let err = refuse(deployment("p5.48xlarge", u32::MAX), true);
         assert_eq!(err.field, "deployments[0].replicas", "{err:?}");
@@ -852,7 +860,8 @@ mod tests {
         let mut big = deployment("g5.xlarge", 1);
         big.training_cost_usd = Some(Amount::Text("4000000000000".into()));
         big.retrains_per_month = DAYS_PER_MONTH / 30.0;
-        let err = build("r".into(), &request(vec![big.clone(), big.clone(), big]), &prices, 1, &|_| true).unwrap_err();
+        let err = build("r".into(), &request(vec![big.clone(), big.clone(), big]), &prices, 1, &|_| true, &|_| true)
+            .unwrap_err();
         assert_eq!(err.field, "deployments", "{err:?}");
     }
 
@@ -861,7 +870,9 @@ mod tests {
         let catalog = catalog();
         let prices = Prices::new(&catalog);
         let bad = |d: DeploymentInput| {
-            build("r".into(), &request(vec![deployment("g5.xlarge", 1), d]), &prices, 1, &|_| false).unwrap_err().field
+            build("r".into(), &request(vec![deployment("g5.xlarge", 1), d]), &prices, 1, &|_| false, &|_| true)
+                .unwrap_err()
+                .field
         };
         assert_eq!(bad(deployment("nope.large", 1)), "deployments[1].instance_type");
         assert_eq!(bad(deployment("g5.xlarge", 0)), "deployments[1].replicas");
@@ -878,7 +889,7 @@ mod tests {
         let catalog = catalog();
         let deployments =
             (0..50).map(|i| deployment(if i % 2 == 0 { "g5.xlarge" } else { "p4d.24xlarge" }, 1 + i % 5)).collect();
-        let r = build("r".into(), &request(deployments), &Prices::new(&catalog), 1, &|_| true).unwrap();
+        let r = build("r".into(), &request(deployments), &Prices::new(&catalog), 1, &|_| true, &|_| true).unwrap();
         let csv = String::from_utf8(to_csv(&r).unwrap()).unwrap();
         let mut reader = csv::ReaderBuilder::new().has_headers(false).from_reader(csv.as_bytes());
         let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();

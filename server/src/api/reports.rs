@@ -47,21 +47,10 @@ pub async fn build_and_store(store: &Store, caller: &Caller, request: ReportRequ
     let known = store.existing_runs(&wanted).await?;
     let scenarios =
         store.existing_scenarios(request.deployments.iter().filter_map(|d| d.scenario_id.as_deref())).await?;
-    if let Some((i, missing)) = request.deployments.iter().enumerate().find_map(|(i, d)| {
-        d.scenario_id
-            .as_ref()
-            .filter(|s| s.len() <= crate::store::MAX_ID_BYTES && !scenarios.contains(*s))
-            .map(|s| (i, s))
-    }) {
-        return Err(model::FieldError::new(
-            format!("deployments[{i}].scenario_id"),
-            format!("no saved scenario {missing}"),
-        )
-        .into());
-    }
     let id = Uuid::new_v4().to_string();
     let mut report = tokio::task::spawn_blocking(move || {
-        reports::build(id, &request, &Prices::new(&catalog), version, &|run| known.contains(run))
+        let (known_run, known_scenario) = (|run: &Uuid| known.contains(run), |id: &str| scenarios.contains(id));
+        reports::build(id, &request, &Prices::new(&catalog), version, &known_run, &known_scenario)
     })
     .await
     .map_err(|e| ApiError::Internal(anyhow::anyhow!("report task failed: {e}")))??;
