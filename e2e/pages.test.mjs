@@ -362,3 +362,75 @@ test('scenarios: compare two, then rename and delete one', async () => {
   assert.deepEqual(problems, []);
   await context.close();
 });
+
+test('admin: add a person, change their role, issue and revoke their token, issue an agent token', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/admin');
+  await hydrated(page);
+  const me = (token) => fetch(`${env.base}/api/v1/me`, { headers: { authorization: `Bearer ${token}` } });
+
+  // A person with a made-up password, shown once.
+  await page.fill('#new-user-name', 'maria');
+  await page.selectOption('#new-user-role', 'planner');
+  await page.click('button:has-text("Add")');
+  const added = page.locator('.secret', { hasText: 'Added maria as planner' });
+  await added.waitFor();
+  const password = await added.locator('[data-out=secret]').innerText();
+  assert.match(password, /^\S{16,}$/);
+  const maria = page.locator('table.people tr', { hasText: 'maria' });
+  await maria.waitFor();
+  assert.equal(await maria.getByLabel('Role of maria').inputValue(), 'planner');
+
+  // A token acting as maria: it works as maria, with her role as it changes.
+  await page.selectOption('#token-user', { label: 'maria' });
+  await page.click('button:has-text("Issue token")');
+  const issued = page.locator('.secret', { hasText: 'acting as maria' });
+  await issued.waitFor();
+  assert.match(await issued.innerText(), /it expires \d{4}-\d\d-\d\d/);
+  const token = await issued.locator('[data-out=secret]').innerText();
+  assert.deepEqual(await (await me(token)).json(), { name: 'maria', role: 'planner' });
+  await review(page, 'admin-people-1280');
+  await maria.getByLabel('Role of maria').selectOption('finance');
+  await page.waitForResponse((r) => r.url().endsWith('/srv/set_user_role') && r.ok());
+  assert.equal((await (await me(token)).json()).role, 'finance', 'the role applies to her next request');
+  await maria.locator('td[data-label="Live API tokens"]', { hasText: '1' }).waitFor();
+
+  // Revoked, it stops at once.
+  const row = page.locator('table.tokens tr', { hasText: 'maria' }).filter({ hasText: 'active' });
+  await row.getByRole('button', { name: /^Revoke token/ }).click();
+  await page.locator('table.tokens tr', { hasText: 'maria' }).filter({ hasText: /revoked \d{4}/ }).waitFor();
+  assert.equal((await me(token)).status, 401);
+
+  // An agent token, with the command that uses it on a node.
+  await page.fill('#agent-name', 'gpu-node-7');
+  await page.click('button:has-text("Issue agent token")');
+  const agent = page.locator('.secret', { hasText: 'Token for agent gpu-node-7' });
+  await agent.waitFor();
+  const agentToken = await agent.locator('[data-out=secret]').innerText();
+  assert.equal(await agent.locator('[data-out=command]').innerText(), `HEADROOM_TOKEN='${agentToken}' measurements-agent run --server ${env.base}`);
+  await page.locator('table.agents tr', { hasText: 'gpu-node-7' }).filter({ hasText: 'never' }).waitFor();
+  await page.setViewportSize(PHONE);
+  await review(page, 'admin-people-390');
+  await page.setViewportSize(WIDE);
+
+  // Maria signs in with the made-up password; the Admin page shows her the prices only.
+  const other = await watchedPage(browser, WIDE);
+  await other.page.goto(`${env.base}/admin`);
+  await other.page.fill('input[name=name]', 'maria');
+  await other.page.fill('input[name=password]', password);
+  await other.page.click('button[type=submit]');
+  await other.page.waitForURL(`${env.base}/admin`);
+  await other.page.locator('[data-out=people-admins-only]').waitFor();
+  await other.page.locator('[data-out=catalog-version]').waitFor();
+  assert.equal(await other.page.locator('table.people').count(), 0);
+  assert.deepEqual(other.problems, []);
+  await other.context.close();
+
+  // Removed (after a confirmation), she is gone from the list.
+  await maria.getByRole('button', { name: 'Remove' }).click();
+  await maria.getByRole('button', { name: 'Yes, remove' }).click();
+  await maria.waitFor({ state: 'detached' });
+  assert.equal(await page.locator('table.people tr', { hasText: 'maria' }).count(), 0);
+  assert.deepEqual(problems, []);
+  await context.close();
+});

@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use model::FleetView;
 
 use crate::data::{
-    CatalogView, ImportOutcome, MeasuredFleet, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView,
-    TransportRun,
+    CatalogView, CreatedToken, CreatedUser, ImportOutcome, MeasuredFleet, PeopleView, PersonView, ReportSummaryView,
+    ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
 };
 
 /// Why page data could not be given: the HTTP status the API would answer and its message.
@@ -65,6 +65,31 @@ pub trait Backend: Send + Sync + 'static {
     fn price_catalog(&self, headers: http::HeaderMap) -> Answer<CatalogView>;
     /// Replaces the price catalog with a CSV.
     fn import_prices(&self, headers: http::HeaderMap, csv: String) -> Answer<ImportOutcome>;
+    /// People, tokens and agents for an admin; `None` for anyone else signed in.
+    fn people(&self, headers: http::HeaderMap) -> Answer<Option<PeopleView>>;
+    /// Adds a person (admin).
+    fn create_user(
+        &self,
+        headers: http::HeaderMap,
+        name: String,
+        role: String,
+        password: Option<String>,
+    ) -> Answer<CreatedUser>;
+    /// Changes a person's role (admin).
+    fn set_user_role(&self, headers: http::HeaderMap, id: String, role: String) -> Answer<PersonView>;
+    /// Removes a person (admin).
+    fn delete_user(&self, headers: http::HeaderMap, id: String) -> Answer<()>;
+    /// Issues an API token acting as a person (admin).
+    fn create_api_token(
+        &self,
+        headers: http::HeaderMap,
+        user_id: String,
+        expires_in_days: Option<u32>,
+    ) -> Answer<CreatedToken>;
+    /// Revokes an API token (admin).
+    fn revoke_api_token(&self, headers: http::HeaderMap, id: String) -> Answer<()>;
+    /// Issues (or with `replace`, replaces) an agent's token (admin).
+    fn create_agent_token(&self, headers: http::HeaderMap, name: String, replace: bool) -> Answer<CreatedToken>;
     /// Reports and the newest one's breakdown.
     fn reports(&self, headers: http::HeaderMap) -> Answer<ReportsView>;
     /// Builds a report from the saved planner scenarios.

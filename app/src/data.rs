@@ -183,6 +183,83 @@ pub enum ImportOutcome {
     Rejected { error: String, problems: Vec<(u64, Option<String>, String)> },
 }
 
+/// A person as the Admin page shows them (never a secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PersonView {
+    pub id: String,
+    pub name: String,
+    /// `viewer`, `planner`, `finance` or `admin`.
+    pub role: String,
+    pub created_at_ms: i64,
+    /// API tokens neither revoked nor expired.
+    pub live_tokens: i64,
+}
+
+/// An API token as an admin sees it: its id (the first 12 hex digits of its hash), never the
+/// token itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenView {
+    pub id: String,
+    pub user_name: String,
+    pub created_at_ms: i64,
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+}
+
+impl TokenView {
+    /// Whether it still works at `now_ms`, in a word: `active`, `expired` or `revoked`.
+    pub fn state(&self, now_ms: i64) -> &'static str {
+        if self.revoked_at_ms.is_some() {
+            "revoked"
+        } else if self.expires_at_ms.is_some_and(|t| t <= now_ms) {
+            "expired"
+        } else {
+            "active"
+        }
+    }
+}
+
+/// A measurements agent (its token is never shown again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentView {
+    pub name: String,
+    /// `ingest`: agents may only upload runs.
+    pub scope: String,
+    pub created_at_ms: i64,
+    pub last_seen_ms: Option<i64>,
+}
+
+/// Everyone who can sign in, their API tokens and the agents: what an admin manages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeopleView {
+    pub people: Vec<PersonView>,
+    pub tokens: Vec<TokenView>,
+    pub agents: Vec<AgentView>,
+    /// The admin looking, so the page can say which row is theirs.
+    pub you: String,
+}
+
+/// A new user and, when the server made it up, their password (shown once).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreatedUser {
+    pub person: PersonView,
+    pub generated_password: Option<String>,
+}
+
+/// A new token and its secret, shown once: API tokens act as their user, agent tokens only
+/// upload runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreatedToken {
+    /// The token's id (API tokens) or the agent's name.
+    pub id: String,
+    /// Who it acts as: the person (API tokens) or the agent.
+    pub acts_as: String,
+    pub secret: String,
+    pub expires_at_ms: Option<i64>,
+    /// For an agent: whether this replaced the token it had (which stopped working).
+    pub replaced: bool,
+}
+
 /// A stored report without its rows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportSummaryView {
@@ -281,6 +358,49 @@ pub async fn price_catalog() -> Result<CatalogView, ServerFnError> {
 #[server(prefix = "/srv", endpoint = "import_prices")]
 pub async fn import_prices(csv: String) -> Result<ImportOutcome, ServerFnError> {
     backend().0.import_prices(headers().await?, csv).await.map_err(crate::backend::page_error)
+}
+
+/// People, API tokens and agents, for an admin; `None` for anyone else signed in.
+#[server(prefix = "/srv", endpoint = "people")]
+pub async fn people() -> Result<Option<PeopleView>, ServerFnError> {
+    backend().0.people(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// Adds a person; `password` empty or absent has one made up (admin).
+#[server(prefix = "/srv", endpoint = "create_user")]
+pub async fn create_user(name: String, role: String, password: Option<String>) -> Result<CreatedUser, ServerFnError> {
+    let password = password.filter(|p| !p.is_empty());
+    backend().0.create_user(headers().await?, name, role, password).await.map_err(crate::backend::page_error)
+}
+
+/// Gives a person another role (admin).
+#[server(prefix = "/srv", endpoint = "set_user_role")]
+pub async fn set_user_role(id: String, role: String) -> Result<PersonView, ServerFnError> {
+    backend().0.set_user_role(headers().await?, id, role).await.map_err(crate::backend::page_error)
+}
+
+/// Removes a person with their sessions and tokens (admin).
+#[server(prefix = "/srv", endpoint = "delete_user")]
+pub async fn delete_user(id: String) -> Result<(), ServerFnError> {
+    backend().0.delete_user(headers().await?, id).await.map_err(crate::backend::page_error)
+}
+
+/// Issues an API token acting as `user_id`, expiring after `expires_in_days` if given (admin).
+#[server(prefix = "/srv", endpoint = "create_api_token")]
+pub async fn create_api_token(user_id: String, expires_in_days: Option<u32>) -> Result<CreatedToken, ServerFnError> {
+    backend().0.create_api_token(headers().await?, user_id, expires_in_days).await.map_err(crate::backend::page_error)
+}
+
+/// Revokes an API token (admin).
+#[server(prefix = "/srv", endpoint = "revoke_api_token")]
+pub async fn revoke_api_token(id: String) -> Result<(), ServerFnError> {
+    backend().0.revoke_api_token(headers().await?, id).await.map_err(crate::backend::page_error)
+}
+
+/// Issues an agent's token; `replace` gives an existing agent a new one (admin).
+#[server(prefix = "/srv", endpoint = "create_agent_token")]
+pub async fn create_agent_token(name: String, replace: bool) -> Result<CreatedToken, ServerFnError> {
+    backend().0.create_agent_token(headers().await?, name, replace).await.map_err(crate::backend::page_error)
 }
 
 /// Reports, for finance and admin.

@@ -97,13 +97,18 @@ pub fn hydrate() {
     }
 }
 
-/// Today (UTC) by the clock of wherever the page runs.
-pub fn today() -> model::calendar::Date {
+/// Milliseconds since the Unix epoch by the clock of wherever the page runs.
+pub fn now_ms() -> i64 {
     #[cfg(feature = "hydrate")]
     let now_ms = js_sys::Date::now() as i64;
     #[cfg(not(feature = "hydrate"))]
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    model::calendar::Date::from_unix_ms(now_ms)
+    now_ms
+}
+
+/// Today (UTC) by the clock of wherever the page runs.
+pub fn today() -> model::calendar::Date {
+    model::calendar::Date::from_unix_ms(now_ms())
 }

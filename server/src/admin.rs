@@ -6,30 +6,69 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use model::FieldError;
+
 use crate::auth::{self, Role};
+use crate::error::ApiError;
 use crate::store::Store;
 
-/// Creates a user; returns the password (the given one, or a generated one).
-pub async fn create_user(store: &Store, name: &str, role: Role, password: Option<String>) -> anyhow::Result<String> {
+/// The longest user or agent name.
+pub const MAX_NAME_CHARS: usize = 64;
+/// Password lengths accepted (argon2 hashes all of it; the cap keeps a hostile one cheap).
+pub const PASSWORD_CHARS: std::ops::RangeInclusive<usize> = 8..=256;
+
+/// A user or agent name, trimmed: 1 to 64 letters, digits, `.`, `_`, `-` and `@`, starting with
+/// a letter or digit. Names appear on pages, in logs and in exports (reports say who made
+/// them), so nothing in one can be markup, a spreadsheet formula or a control character.
+pub fn checked_name(field: &str, name: &str) -> Result<String, FieldError> {
     let name = name.trim();
-    anyhow::ensure!(!name.is_empty(), "the user name must not be empty");
+    let problem = if name.is_empty() {
+        Some("must not be empty".to_string())
+    } else if name.chars().count() > MAX_NAME_CHARS {
+        Some(format!("must be at most {MAX_NAME_CHARS} characters"))
+    } else if !name.starts_with(|c: char| c.is_alphanumeric()) {
+        Some("must start with a letter or a digit".to_string())
+    } else {
+        let odd = name.chars().find(|c| !(c.is_alphanumeric() || ".-_@".contains(*c)));
+        odd.map(|c| format!("may hold letters, digits, '.', '_', '-' and '@', not {c:?}"))
+    };
+    match problem {
+        Some(reason) => Err(FieldError::new(field, reason)),
+        None => Ok(name.to_string()),
+    }
+}
+
+/// A password of an accepted length.
+pub fn checked_password(password: &str) -> Result<(), FieldError> {
+    let n = password.chars().count();
+    if PASSWORD_CHARS.contains(&n) {
+        return Ok(());
+    }
+    let (low, high) = (PASSWORD_CHARS.start(), PASSWORD_CHARS.end());
+    Err(FieldError::new("password", format!("must have {low} to {high} characters, not {n}")))
+}
+
+/// Creates a user; returns the password (the given one, or a generated one). Fails with a
+/// [`FieldError`] for a bad name or password and with [`crate::store::NameTaken`] for a taken name.
+pub async fn create_user(store: &Store, name: &str, role: Role, password: Option<String>) -> anyhow::Result<String> {
+    let name = checked_name("name", name)?;
     let password = match password {
         Some(p) => {
-            anyhow::ensure!(p.chars().count() >= 8, "the password must have at least 8 characters");
+            checked_password(&p)?;
             p
         }
         None => generated_password(),
     };
-    store.create_user(name, role, &auth::hash_password(&password)?).await?;
+    let hash = auth::hash_password_off_runtime(password.clone()).await?;
+    store.create_user(&name, role, &hash).await?;
     Ok(password)
 }
 
 /// Creates an agent, or replaces its token; returns the new token.
 pub async fn create_agent_token(store: &Store, name: &str) -> anyhow::Result<String> {
-    let name = name.trim();
-    anyhow::ensure!(!name.is_empty(), "the agent name must not be empty");
+    let name = checked_name("name", name)?;
     let token = auth::new_token("hr_agent_");
-    store.upsert_agent(name, &auth::hash_token(&token)).await?;
+    store.upsert_agent(&name, &auth::hash_token(&token)).await?;
     Ok(token)
 }
 
@@ -46,12 +85,23 @@ pub async fn create_expiring_api_token(
     days: Option<u32>,
 ) -> anyhow::Result<(String, String)> {
     let record = store.user_by_name(user).await?.with_context(|| format!("no user named '{user}'"))?;
-    if let Some(days) = days {
-        anyhow::ensure!((1..=3650).contains(&days), "--expires-in-days must be between 1 and 3650");
+    Ok(api_token_for(store, &record.id, days).await?)
+}
+
+/// The longest an API token may live.
+pub const MAX_TOKEN_DAYS: u32 = 3650;
+
+/// Creates an API token acting as user `user_id` (who must exist), valid for `days` if given;
+/// returns the token and its id.
+pub async fn api_token_for(store: &Store, user_id: &str, days: Option<u32>) -> Result<(String, String), ApiError> {
+    if let Some(days) = days
+        && !(1..=MAX_TOKEN_DAYS).contains(&days)
+    {
+        return Err(FieldError::new("expires_in_days", format!("must be between 1 and {MAX_TOKEN_DAYS}")).into());
     }
     let expires = days.map(|d| crate::store::now_ms() + i64::from(d) * 86_400_000);
     let token = auth::new_token("hr_api_");
-    let id = store.create_api_token(&record.id, &auth::hash_token(&token), expires).await?;
+    let id = store.create_api_token(user_id, &auth::hash_token(&token), expires).await?;
     Ok((token, id))
 }
 

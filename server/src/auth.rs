@@ -233,27 +233,34 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
 }
 
-/// Checks `password` against `hash` (or, for an unknown user, against a dummy hash, so the
-/// answer takes as long either way) on the blocking pool, at most a few at a time, so that
-/// sign-ins never stall the async runtime that serves everything else.
-pub async fn verify_password_off_runtime(password: String, hash: Option<String>) -> anyhow::Result<bool> {
+/// Argon2 work (sign-in checks and new passwords) runs on the blocking pool, at most a few at a
+/// time, so that it never stalls the async runtime that serves everything else.
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
     static HASHING: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let permits = HASHING.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
         tokio::sync::Semaphore::new(cores.clamp(1, 8))
     });
     let _permit = permits.acquire().await?;
-    tokio::task::spawn_blocking(move || match hash {
-        Some(hash) => Ok(verify_password(&password, &hash)),
+    Ok(tokio::task::spawn_blocking(work).await?)
+}
+
+/// Checks `password` against `hash` (or, for an unknown user, against a dummy hash, so the
+/// answer takes as long either way), off the async runtime.
+pub async fn verify_password_off_runtime(password: String, hash: Option<String>) -> anyhow::Result<bool> {
+    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    off_runtime(move || match hash {
+        Some(hash) => verify_password(&password, &hash),
         None => {
-            let dummy = match DUMMY.get() {
-                Some(dummy) => dummy,
-                None => DUMMY.get_or_init(|| hash_password("no such user").unwrap_or_default()),
-            };
+            let dummy = DUMMY.get_or_init(|| hash_password("no such user").unwrap_or_default());
             verify_password(&password, dummy);
-            Ok(false)
+            false
         }
     })
-    .await?
+    .await
+}
+
+/// [`hash_password`], off the async runtime.
+pub async fn hash_password_off_runtime(password: String) -> anyhow::Result<String> {
+    off_runtime(move || hash_password(&password)).await?
 }

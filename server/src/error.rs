@@ -16,6 +16,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     NotFound(String),
+    /// The request is sound but the state forbids it (a taken name, the last admin).
+    #[error("{0}")]
+    Conflict(String),
     #[error("request body too large: {0}")]
     PayloadTooLarge(String),
     #[error("{0}")]
@@ -96,6 +99,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Invalid(_) | ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,

@@ -117,6 +117,7 @@ fn status(err: ApiError) -> Status {
         }
         ApiError::PayloadTooLarge(_) => Status::resource_exhausted(message),
         ApiError::NotFound(_) => Status::not_found(message),
+        ApiError::Conflict(_) => Status::already_exists(message),
         ApiError::UnsupportedMediaType(_) => Status::invalid_argument(message),
         ApiError::Unavailable(_) => Status::unavailable(message),
         ApiError::Internal(err) => {

@@ -11,7 +11,9 @@ use crate::api;
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Headroom API", description = "Measurements, nodes and runs. People sign in (cookie) or send an API token; agents send an ingest-only token. gRPC ingest: headroom.v1.Ingest/UploadRun on the same port."),
-    paths(api::runs::create, api::runs::list, api::runs::get_one, api::nodes::list, api::agents::list, api::session::me,
+    paths(api::runs::create, api::runs::list, api::runs::get_one, api::nodes::list, api::agents::list, api::agents::create_json, api::session::me,
+        api::people::list_users, api::people::create_user_json, api::people::set_role_json, api::people::delete_user_json,
+        api::people::list_tokens, api::people::create_token_json, api::people::revoke_token_json,
         api::model::amortization, api::model::break_even, api::model::replicas, api::model::right_size,
         api::model::memory_fit, api::model::transport, api::model::uncertainty,
         api::scenarios::create_json, api::scenarios::list, api::scenarios::get_one, api::scenarios::rename_json,

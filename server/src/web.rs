@@ -5,14 +5,15 @@ use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
-    CatalogView, ImportOutcome, MeasuredFleet, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView,
-    TransportRun,
+    CatalogView, CreatedToken, CreatedUser, ImportOutcome, MeasuredFleet, PeopleView, PersonView, ReportSummaryView,
+    ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
 };
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
+use axum::http::HeaderValue;
 use axum::http::StatusCode;
-use axum::http::header::LOCATION;
+use axum::http::header::{CACHE_CONTROL, LOCATION};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
@@ -110,6 +111,54 @@ impl Backend for WebBackend {
         self.answer(headers, |store, caller| async move { api::prices::catalog(&store, &caller).await })
     }
 
+    fn people(&self, headers: HeaderMap) -> Answer<Option<PeopleView>> {
+        self.answer(headers, |store, caller| async move { api::people::page_if_admin(&store, &caller).await })
+    }
+
+    fn create_user(
+        &self,
+        headers: HeaderMap,
+        name: String,
+        role: String,
+        password: Option<String>,
+    ) -> Answer<CreatedUser> {
+        self.answer(headers, move |store, caller| async move {
+            api::people::create_user(&store, &caller, api::people::NewUser { name, role, password }).await
+        })
+    }
+
+    fn set_user_role(&self, headers: HeaderMap, id: String, role: String) -> Answer<PersonView> {
+        self.answer(
+            headers,
+            move |store, caller| async move { api::people::set_role(&store, &caller, &id, &role).await },
+        )
+    }
+
+    fn delete_user(&self, headers: HeaderMap, id: String) -> Answer<()> {
+        self.answer(headers, move |store, caller| async move { api::people::delete_user(&store, &caller, &id).await })
+    }
+
+    fn create_api_token(
+        &self,
+        headers: HeaderMap,
+        user_id: String,
+        expires_in_days: Option<u32>,
+    ) -> Answer<CreatedToken> {
+        self.answer(headers, move |store, caller| async move {
+            api::people::create_token(&store, &caller, api::people::NewToken { user_id, expires_in_days }).await
+        })
+    }
+
+    fn revoke_api_token(&self, headers: HeaderMap, id: String) -> Answer<()> {
+        self.answer(headers, move |store, caller| async move { api::people::revoke_token(&store, &caller, &id).await })
+    }
+
+    fn create_agent_token(&self, headers: HeaderMap, name: String, replace: bool) -> Answer<CreatedToken> {
+        self.answer(headers, move |store, caller| async move {
+            api::people::create_agent(&store, &caller, api::people::NewAgent { name, replace }).await
+        })
+    }
+
     fn reports(&self, headers: HeaderMap) -> Answer<ReportsView> {
         self.answer(headers, |store, caller| async move { api::reports::overview(&store, &caller).await })
     }
@@ -163,7 +212,13 @@ async fn require_sign_in(State(state): State<AppState>, request: Request, next: 
     if path.starts_with("/srv/") {
         let limit = if path == "/srv/import_prices" { api::prices::MAX_CATALOG_BYTES } else { crate::MAX_BODY_BYTES };
         return match crate::buffer_body(request, limit).await {
-            Ok(request) => caller_error_as_4xx(next.run(request).await).await,
+            // Page data is the caller's own, and some of it is a secret shown once (a new
+            // token or password): no cache or history may keep it.
+            Ok(request) => {
+                let mut response = caller_error_as_4xx(next.run(request).await).await;
+                response.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                response
+            }
             Err(refusal) => refusal.into_response(),
         };
     }

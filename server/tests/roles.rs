@@ -21,6 +21,8 @@ const METRICS_TOKEN: &str = "prometheus-scraper-secret-0123456789";
 /// A report name only finance and admin may see.
 const SECRET_REPORT: &str = "roles-secret-report-7f3a";
 const LOGIN_PASSWORD: &str = "the login route's password";
+/// A person only admins may see listed.
+const CANARY_USER: &str = "roles-canary-5d1e";
 
 /// Who may call a route.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -146,7 +148,23 @@ fn expected(route: &Route, caller: &CallerSpec) -> Expect {
 /// Every route, with the role it needs (derived from `Caller::require` in each handler, the
 /// page-data `Backend` methods in `web.rs`, `require_sign_in`, the gRPC `authenticate` layer, and
 /// the README's table).
-fn routes(run_id: &str, scenario_id: &str, [doomed_id, doomed_page_id]: [&str; 2], report_id: &str) -> Vec<Route> {
+/// The ids of what the routes act on.
+struct Fixtures {
+    run: String,
+    scenario: String,
+    /// Scenarios to delete: by the API, by the page.
+    doomed: [String; 2],
+    report: String,
+    /// A person whose role admins change.
+    target_user: String,
+    /// People to remove, API tokens to revoke: by the API, by the page.
+    doomed_users: [String; 2],
+    doomed_tokens: [String; 2],
+}
+
+fn routes(f: &Fixtures) -> Vec<Route> {
+    let (run_id, scenario_id, report_id) = (f.run.as_str(), f.scenario.as_str(), f.report.as_str());
+    let [doomed_id, doomed_page_id] = [&f.doomed[0], &f.doomed[1]];
     use Kind::{Api, Grpc, Page};
     use Need::{Agent, Anyone, MetricsOrAdmin, Person};
     const VIEWER: Need = Person(Role::Viewer);
@@ -175,6 +193,43 @@ fn routes(run_id: &str, scenario_id: &str, [doomed_id, doomed_page_id]: [&str; 2
         route("GET", "/api/v1/nodes", VIEWER, Api, Body::None, OK),
         route("GET", "/api/v1/me", VIEWER, Api, Body::None, OK),
         route("GET", "/api/v1/agents", ADMIN, Api, Body::None, OK),
+        route(
+            "POST",
+            "/api/v1/agents",
+            ADMIN,
+            Api,
+            Body::Json(json!({"name": "roles-new-agent", "replace": true}).to_string()),
+            CREATED,
+        ),
+        route("GET", "/api/v1/users", ADMIN, Api, Body::None, OK),
+        // The first admin adds the person; later ones find the name taken (after the role check).
+        route(
+            "POST",
+            "/api/v1/users",
+            ADMIN,
+            Api,
+            Body::Json(json!({"name": "roles-added", "role": "viewer"}).to_string()),
+            &[201, 409],
+        ),
+        route(
+            "PATCH",
+            format!("/api/v1/users/{}", f.target_user),
+            ADMIN,
+            Api,
+            Body::Json(json!({"role": "planner"}).to_string()),
+            OK,
+        ),
+        route("DELETE", format!("/api/v1/users/{}", f.doomed_users[0]), ADMIN, Api, Body::None, &[204, 404]),
+        route("GET", "/api/v1/tokens", ADMIN, Api, Body::None, OK),
+        route(
+            "POST",
+            "/api/v1/tokens",
+            ADMIN,
+            Api,
+            Body::Json(json!({"user_id": f.target_user, "expires_in_days": 1}).to_string()),
+            CREATED,
+        ),
+        route("DELETE", format!("/api/v1/tokens/{}", f.doomed_tokens[0]), ADMIN, Api, Body::None, &[204, 404]),
     ];
     for (path, example) in headroom_server::api::model::examples() {
         routes.push(route("POST", path, PLANNER, Api, Body::Json(example.to_string()), OK));
@@ -236,6 +291,11 @@ fn routes(run_id: &str, scenario_id: &str, [doomed_id, doomed_page_id]: [&str; 2
         ("save_scenario", PLANNER, form(&[("kind", "planner"), ("name", "roles page scenario"), ("query", "")])),
         ("import_prices", FINANCE, form(&[("csv", catalog.as_str())])),
         ("reports", FINANCE, form(&[])),
+        // Signed-in people who are not admins get nothing (the page then shows only prices).
+        ("people", VIEWER, form(&[])),
+        ("set_user_role", ADMIN, form(&[("id", &f.target_user), ("role", "finance")])),
+        ("create_api_token", ADMIN, form(&[("user_id", &f.target_user), ("expires_in_days", "2")])),
+        ("create_agent_token", ADMIN, form(&[("name", "roles-page-agent"), ("replace", "true")])),
         (
             "report_from_scenarios",
             FINANCE,
@@ -246,6 +306,16 @@ fn routes(run_id: &str, scenario_id: &str, [doomed_id, doomed_page_id]: [&str; 2
     }
     // Like the API's DELETE: the first caller let in deletes, later ones get 404.
     routes.push(route("POST", "/srv/delete_scenario", PLANNER, Api, form(&[("id", doomed_page_id)]), &[200, 404]));
+    routes.push(route(
+        "POST",
+        "/srv/create_user",
+        ADMIN,
+        Api,
+        form(&[("name", "roles-page-added"), ("role", "viewer")]),
+        &[200, 409],
+    ));
+    routes.push(route("POST", "/srv/delete_user", ADMIN, Api, form(&[("id", &f.doomed_users[1])]), &[200, 404]));
+    routes.push(route("POST", "/srv/revoke_api_token", ADMIN, Api, form(&[("id", &f.doomed_tokens[1])]), &[200, 404]));
     // gRPC ingest.
     routes.push(route("POST", "/headroom.v1.Ingest/UploadRun", Agent, Grpc, Body::None, &[]));
     // Last: signing out ends the session cookies the callers hold.
@@ -502,8 +572,33 @@ async fn every_route_answers_each_caller_within_its_role() {
             .await
             .unwrap();
 
-        let routes =
-            routes(&run_id, scenario["id"].as_str().unwrap(), [&doomed[0], &doomed[1]], report["id"].as_str().unwrap());
+        // People and tokens the admin routes act on, and one only admins may see listed.
+        // (user id, the id of an API token of theirs)
+        let person = |name: &'static str| {
+            let store = app.store.clone();
+            async move {
+                headroom_server::admin::create_user(&store, name, Role::Viewer, None).await.unwrap();
+                let id = store.user_by_name(name).await.unwrap().unwrap().id;
+                let (_, token_id) = headroom_server::admin::api_token_for(&store, &id, None).await.unwrap();
+                (id, token_id)
+            }
+        };
+        let (target_user, _) = person("roles-target").await;
+        let (_, _) = person(CANARY_USER).await;
+        let (doomed_user, _) = person("roles-doomed-user").await;
+        let (doomed_page_user, _) = person("roles-doomed-page-user").await;
+        let (_, doomed_token) = person("roles-token-holder").await;
+        let (_, doomed_page_token) = person("roles-page-token-holder").await;
+        let fixtures = Fixtures {
+            run: run_id.clone(),
+            scenario: scenario["id"].as_str().unwrap().to_string(),
+            doomed: [doomed[0].clone(), doomed[1].clone()],
+            report: report["id"].as_str().unwrap().to_string(),
+            target_user,
+            doomed_users: [doomed_user, doomed_page_user],
+            doomed_tokens: [doomed_token, doomed_page_token],
+        };
+        let routes = routes(&fixtures);
         let callers = callers(&app, &agent).await;
         let mut matrix: Vec<(String, Vec<String>)> = Vec::new();
         let mut calls = 0;
@@ -533,6 +628,23 @@ async fn every_route_answers_each_caller_within_its_role() {
                         "{}: {} {} as {} was refused but shows the report's name",
                         app.backend, route.method, route.path, caller.name
                     ));
+                }
+                // Only admins see who can sign in: not refused callers, not the page data or the
+                // Admin page of anyone else.
+                let admin = caller.who == Who::Person(Role::Admin);
+                let lists_people = route.path == "/srv/people" || route.path == "/admin";
+                if (expect != Expect::Allowed || (lists_people && !admin)) && answer.body.contains(CANARY_USER) {
+                    failures.push(format!(
+                        "{}: {} {} as {} shows a person only admins may see",
+                        app.backend, route.method, route.path, caller.name
+                    ));
+                }
+                if route.path == "/srv/people"
+                    && admin
+                    && expect == Expect::Allowed
+                    && !answer.body.contains(CANARY_USER)
+                {
+                    failures.push(format!("{}: /srv/people as {} does not list the people", app.backend, caller.name));
                 }
                 // `/` sends people on to the Fleet page.
                 if route.path == "/" && expect == Expect::Allowed && answer.location != "/fleet" {

@@ -247,3 +247,37 @@ fn run_with_optionals(with_values: bool) -> model::RunUpload {
     }
     run
 }
+
+/// Two admins demoting each other at the same instant, many times: every time exactly one
+/// change goes through, so an admin is always left (Postgres reads the admins under a row lock;
+/// SQLite has one writer).
+#[tokio::test]
+async fn concurrent_demotions_always_leave_an_admin() {
+    use headroom_server::store::PersonChange;
+    each_backend(|store, backend| async move {
+        let hash = auth::hash_password("s3cret-enough").unwrap();
+        for round in 0..40 {
+            let a = store.create_user(&format!("a{round}"), Role::Admin, &hash).await.unwrap();
+            let b = store.create_user(&format!("b{round}"), Role::Admin, &hash).await.unwrap();
+            // Only these two are admins in this round.
+            for p in store.list_people().await.unwrap() {
+                if p.id != a && p.id != b {
+                    assert_eq!(store.set_role(&p.id, Role::Viewer).await.unwrap(), PersonChange::Done, "{backend}");
+                }
+            }
+            let (x, y) = tokio::join!(store.set_role(&a, Role::Viewer), store.set_role(&b, Role::Viewer));
+            let (x, y) = (x.unwrap(), y.unwrap());
+            let admins = store.list_people().await.unwrap().into_iter().filter(|p| p.role == "admin").count();
+            assert_eq!(admins, 1, "{backend}: round {round}: {x:?} and {y:?}");
+            assert!(matches!(
+                (&x, &y),
+                (PersonChange::Done, PersonChange::LastAdmin) | (PersonChange::LastAdmin, PersonChange::Done)
+            ));
+        }
+        // Removal is held to the same rule.
+        let last = store.list_people().await.unwrap().into_iter().find(|p| p.role == "admin").unwrap();
+        assert_eq!(store.delete_user(&last.id).await.unwrap(), PersonChange::LastAdmin, "{backend}");
+        assert_eq!(store.delete_user("no-such-user").await.unwrap(), PersonChange::NoSuchUser, "{backend}");
+    })
+    .await;
+}

@@ -1,41 +1,40 @@
-//! Measurement agents and their last contact (admins only; tokens are never shown again).
+//! Measurement agents: their last contact, and issuing or replacing their ingest-only tokens
+//! (admins only; a token is shown once and never again).
 
+use app::data::AgentView;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Serialize;
 
 use crate::AppState;
-use crate::auth::{Caller, Role};
+use crate::api::people::{self, NewAgent};
+use crate::auth::{Needs, need};
 use crate::error::ApiError;
+use crate::json::ApiJson;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/agents", get(list))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct AgentView {
-    name: String,
-    scope: String,
-    created_at_ms: i64,
-    last_seen_ms: Option<i64>,
+    Router::new().route("/api/v1/agents", get(list).post(create_json))
 }
 
 /// Every agent.
 #[utoipa::path(get, path = "/api/v1/agents", tag = "admin",
-    responses((status = 200, body = Vec<AgentView>), (status = 401), (status = 403)))]
-pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Vec<AgentView>>, ApiError> {
-    caller.require(Role::Admin)?;
-    let agents = state.store.list_agents().await?;
-    Ok(Json(
-        agents
-            .into_iter()
-            .map(|a| AgentView {
-                name: a.name,
-                scope: a.scope,
-                created_at_ms: a.created_at_ms,
-                last_seen_ms: a.last_seen_ms,
-            })
-            .collect(),
-    ))
+    responses((status = 200, description = "name, scope, created_at_ms, last_seen_ms of each"), (status = 401), (status = 403)))]
+pub async fn list(State(state): State<AppState>, caller: Needs<need::Admin>) -> Result<Json<Vec<AgentView>>, ApiError> {
+    Ok(Json(people::page(&state.store, &caller).await?.agents))
+}
+
+/// Issues an agent's token (`replace: true` gives an existing agent a new one).
+#[utoipa::path(post, path = "/api/v1/agents", tag = "admin", request_body = NewAgent,
+    responses((status = 201, description = "issued; `secret` is the token, shown once; `replaced` says whether an old one stopped working"),
+        (status = 400, description = "malformed JSON"), (status = 401), (status = 403),
+        (status = 409, description = "an agent has that name and `replace` is not set"),
+        (status = 422, description = "the name is wrong; `field` names it")))]
+pub async fn create_json(
+    State(state): State<AppState>,
+    caller: Needs<need::Admin>,
+    ApiJson(new): ApiJson<NewAgent>,
+) -> Result<Response, ApiError> {
+    Ok(people::secret_response(StatusCode::CREATED, people::create_agent(&state.store, &caller, new).await?))
 }

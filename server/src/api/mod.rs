@@ -10,12 +10,14 @@
 //! | `POST /api/v1/prices` (CSV) | finance |
 //! | `POST /api/v1/reports`, `GET /api/v1/reports`, `GET /api/v1/reports/{id}[.csv|.xlsx|.parquet]` | finance |
 //! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty) | planner |
-//! | `GET /api/v1/agents` | admin |
+//! | `GET /api/v1/agents`, `POST /api/v1/agents` (issue or replace an agent token) | admin |
+//! | `GET`/`POST /api/v1/users`, `PATCH`/`DELETE /api/v1/users/{id}`, `GET`/`POST /api/v1/tokens`, `DELETE /api/v1/tokens/{id}` | admin |
 //! | `POST /login`, `POST /logout` | anyone |
 
 pub mod agents;
 pub mod model;
 pub mod nodes;
+pub mod people;
 pub mod prices;
 pub mod reports;
 pub mod runs;
@@ -37,6 +39,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .merge(runs::router())
         .merge(nodes::router())
         .merge(agents::router())
+        .merge(people::router())
         .merge(model::router())
         .merge(prices::router())
         .merge(reports::router())

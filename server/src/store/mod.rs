@@ -22,7 +22,7 @@ use sqlx::error::BoxDynError;
 use sqlx::{Any, AnyPool, ConnectOptions, Database, Encode, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub use people::{AgentRecord, ApiTokenRecord, UserRecord};
+pub use people::{AgentRecord, ApiTokenRecord, NameTaken, PersonChange, PersonRecord, UserRecord};
 pub use prices::CatalogVersion;
 pub use reports::ReportRecord;
 pub use runs::{NodeOwned, RunFilter, StoreOutcome};

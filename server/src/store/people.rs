@@ -41,6 +41,31 @@ pub struct ApiTokenRecord {
     pub revoked_at_ms: Option<i64>,
 }
 
+/// A person as an admin sees them: no secrets.
+#[derive(Debug, Clone, FromRow)]
+pub struct PersonRecord {
+    pub id: String,
+    pub name: String,
+    pub role: String,
+    pub created_at_ms: i64,
+    /// API tokens neither revoked nor expired.
+    pub live_tokens: i64,
+}
+
+/// A user name already in use (the error [`Store::create_user`] fails with).
+#[derive(Debug, thiserror::Error)]
+#[error("a user named '{0}' already exists")]
+pub struct NameTaken(pub String);
+
+/// What a change to a person did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PersonChange {
+    Done,
+    NoSuchUser,
+    /// Refused: the change would leave no admin, and nobody could manage people again.
+    LastAdmin,
+}
+
 /// The public name of a token: the first 12 hex digits of its hash.
 fn token_id(token_hash: &str) -> String {
     token_hash.chars().take(12).collect()
@@ -66,10 +91,76 @@ impl Store {
             .execute(&self.pool)
             .await
             .map_err(|e| match e.as_database_error() {
-                Some(db) if db.is_unique_violation() => anyhow::anyhow!("a user named '{name}' already exists"),
-                _ => e.into(),
+                Some(db) if db.is_unique_violation() => anyhow::Error::from(NameTaken(name.to_string())),
+                _ => anyhow::Error::from(e),
             })?;
         Ok(id)
+    }
+
+    /// Everyone, by name, with how many live API tokens each holds.
+    pub async fn list_people(&self) -> anyhow::Result<Vec<PersonRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT u.id, u.name, u.role, u.created_at_ms, \
+             (SELECT COUNT(*) FROM api_tokens t WHERE t.user_id = u.id AND t.revoked_at_ms IS NULL \
+              AND (t.expires_at_ms IS NULL OR t.expires_at_ms > $1)) AS live_tokens \
+             FROM users u ORDER BY u.name",
+        )
+        .bind(now_ms())
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn user_by_id(&self, id: &str) -> anyhow::Result<Option<UserRecord>> {
+        Ok(sqlx::query_as("SELECT id, name, role, password_hash FROM users WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// Gives user `id` a role (live at their next request, sessions and tokens alike), unless
+    /// that would leave no admin.
+    pub async fn set_role(&self, id: &str, role: Role) -> anyhow::Result<PersonChange> {
+        self.change_person(id, Some(role)).await
+    }
+
+    /// Removes user `id` with their sessions and API tokens, unless they are the last admin.
+    /// What they made stays: scenarios lose their author, reports and catalog versions keep the
+    /// name that made them.
+    pub async fn delete_user(&self, id: &str) -> anyhow::Result<PersonChange> {
+        self.change_person(id, None).await
+    }
+
+    /// Sets `id`'s role, or removes them (`None`), keeping at least one admin. The admins are
+    /// read under a row lock on Postgres (SQLite has one writer), so two admins demoting each
+    /// other at once cannot both succeed.
+    async fn change_person(&self, id: &str, role: Option<Role>) -> anyhow::Result<PersonChange> {
+        let (_writing, mut tx) = self.begin_write().await?;
+        let lock = if self.backend == super::DatabaseKind::Postgres { " FOR UPDATE" } else { "" };
+        let admins: Vec<(String,)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT id FROM users WHERE role = 'admin'{lock}")))
+                .fetch_all(&mut *tx)
+                .await?;
+        let exists: Option<(String,)> =
+            sqlx::query_as("SELECT id FROM users WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?;
+        if exists.is_none() {
+            return Ok(PersonChange::NoSuchUser);
+        }
+        let is_admin = admins.iter().any(|(a,)| a == id);
+        if is_admin && role != Some(Role::Admin) && admins.len() == 1 {
+            return Ok(PersonChange::LastAdmin);
+        }
+        match role {
+            Some(role) => {
+                sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
+                    .bind(role.as_str())
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?
+            }
+            None => sqlx::query("DELETE FROM users WHERE id = $1").bind(id).execute(&mut *tx).await?,
+        };
+        tx.commit().await?;
+        Ok(PersonChange::Done)
     }
 
     pub async fn user_by_name(&self, name: &str) -> anyhow::Result<Option<UserRecord>> {
@@ -144,7 +235,8 @@ impl Store {
         .await?)
     }
 
-    /// Every API token: id, user name, created, expires, revoked.
+    /// Every API token: id, user name, created, expires, revoked (revoked ones are kept, so an
+    /// admin can see what was cut off and when).
     pub async fn list_api_tokens(&self) -> anyhow::Result<Vec<ApiTokenRecord>> {
         Ok(sqlx::query_as(
             "SELECT t.id, u.name AS user_name, t.created_at_ms, t.expires_at_ms, t.revoked_at_ms FROM api_tokens t \

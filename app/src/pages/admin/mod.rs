@@ -1,5 +1,8 @@
-//! The Admin page: the price catalog every plan and report is priced with, its version and
-//! origin, a download, and (for finance and admin) an editor that imports it as a new version.
+//! The Admin page: for admins, people, API tokens and agent tokens ([`people`]); for everyone,
+//! the price catalog every plan and report is priced with, its version and origin, a download,
+//! and (for finance and admin) an editor that imports it as a new version.
+
+mod people;
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -18,7 +21,8 @@ pub fn AdminPage() -> impl IntoView {
     view! {
         <Title text="Admin · Headroom"/>
         <h1>"Admin"</h1>
-        <h2>"Price catalog"</h2>
+        <people::People/>
+        <h2 id="prices">"Price catalog"</h2>
         <Suspense fallback=|| view! { <p>"Loading the price catalog…"</p> }>
             {move || Suspend::new(async move {
                 match catalog.await {
