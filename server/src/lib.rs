@@ -68,9 +68,8 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(grpc::router(&state))
-        .merge(api::router(&state))
+        .merge(openapi::router(&state))
         .merge(telemetry::router())
-        .merge(openapi::router())
         .merge(web::router(&state))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

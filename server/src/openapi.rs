@@ -1,26 +1,22 @@
 //! `/api/openapi.json`: the HTTP API described from the handlers themselves.
 
+use std::sync::Arc;
+
 use axum::routing::get;
 use axum::{Json, Router};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::AppState;
 use crate::api;
 
+/// What the document says of the API as a whole; its paths come from the routes themselves
+/// (see [`router`]), so a route cannot be served undocumented or documented unserved.
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Headroom API", description = "Measurements, nodes and runs. People sign in (cookie) or send an API token; agents send an ingest-only token. gRPC ingest: headroom.v1.Ingest/UploadRun on the same port."),
-    paths(api::runs::create, api::runs::list, api::runs::get_one, api::nodes::list, api::agents::list, api::agents::create_json, api::session::me,
-        api::people::list_users, api::people::create_user_json, api::people::set_role_json, api::people::delete_user_json,
-        api::people::list_tokens, api::people::create_token_json, api::people::revoke_token_json,
-        api::model::amortization, api::model::break_even, api::model::replicas, api::model::right_size,
-        api::model::memory_fit, api::model::transport, api::model::uncertainty,
-        api::scenarios::create_json, api::scenarios::list, api::scenarios::get_one, api::scenarios::rename_json,
-        api::scenarios::delete_json,
-        api::prices::export, api::prices::import, api::prices::versions,
-        api::reports::create, api::reports::list, api::reports::get_one),
-    modifiers(&BearerAuth, &ModelExamples)
+    modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
 
@@ -60,6 +56,12 @@ impl Modify for ModelExamples {
     }
 }
 
-pub fn router() -> Router<crate::AppState> {
-    Router::<AppState>::new().route("/api/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
+/// The API's routes and `/api/openapi.json`, the document built from those same routes with a
+/// worked example on each planning endpoint.
+pub fn router(state: &AppState) -> Router<AppState> {
+    let (routes, mut document) =
+        OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(api::router(state)).split_for_parts();
+    ModelExamples.modify(&mut document);
+    let document = Arc::new(document);
+    routes.route("/api/openapi.json", get(move || async move { Json(document.as_ref().clone()) }))
 }

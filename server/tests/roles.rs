@@ -323,6 +323,32 @@ fn routes(f: &Fixtures) -> Vec<Route> {
     routes
 }
 
+/// The OpenAPI document is built from the routes themselves; here it must also be this table:
+/// every documented operation is called by every caller below, and every API route below is
+/// documented.
+async fn documented_routes_are_the_table(app: &TestApp, routes: &[Route]) {
+    let doc: serde_json::Value = app.http.get(app.url("/api/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let fits = |template: &str, path: &str| {
+        let path = path.split('?').next().unwrap_or_default();
+        let (t, p): (Vec<_>, Vec<_>) = (template.split('/').collect(), path.split('/').collect());
+        t.len() == p.len() && t.iter().zip(&p).all(|(t, p)| t.starts_with('{') || t == p)
+    };
+    let mut documented = Vec::new();
+    for (template, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().unwrap().keys() {
+            let method = method.to_uppercase();
+            let served = routes.iter().any(|r| r.method == method && fits(template, &r.path));
+            assert!(served, "{method} {template} is documented but not in the route table");
+            documented.push((method, template.clone()));
+        }
+    }
+    for route in routes.iter().filter(|r| r.path.starts_with("/api/v1/")) {
+        let known = documented.iter().any(|(m, t)| *m == route.method && fits(t, &route.path));
+        assert!(known, "{} {} is served but not documented", route.method, route.path);
+    }
+    assert!(documented.len() >= 30, "{} operations documented", documented.len());
+}
+
 fn run_upload(run_id: &str) -> model::RunUpload {
     let mut run = sample_run("node-roles");
     run.run_id = run_id.parse().unwrap();
@@ -599,6 +625,7 @@ async fn every_route_answers_each_caller_within_its_role() {
             doomed_tokens: [doomed_token, doomed_page_token],
         };
         let routes = routes(&fixtures);
+        documented_routes_are_the_table(&app, &routes).await;
         let callers = callers(&app, &agent).await;
         let mut matrix: Vec<(String, Vec<String>)> = Vec::new();
         let mut calls = 0;

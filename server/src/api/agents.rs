@@ -2,11 +2,12 @@
 //! (admins only; a token is shown once and never again).
 
 use app::data::AgentView;
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::{Json, Router};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::api::people::{self, NewAgent};
@@ -14,8 +15,8 @@ use crate::auth::{Needs, need};
 use crate::error::ApiError;
 use crate::json::ApiJson;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/agents", get(list).post(create_json))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list, create_json))
 }
 
 /// Every agent.

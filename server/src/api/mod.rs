@@ -24,18 +24,19 @@ pub mod runs;
 pub mod scenarios;
 pub mod session;
 
-use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::AppState;
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
 
-pub fn router(state: &AppState) -> Router<AppState> {
-    Router::new()
+/// Every API route with its OpenAPI description, registered together.
+pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .merge(runs::router())
         .merge(nodes::router())
         .merge(agents::router())

@@ -1,8 +1,7 @@
 //! The planning model over HTTP: `POST /api/v1/model/*`. Each endpoint is one pure function of
 //! the `model` crate; the browser runs the same functions without a round trip.
 
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use model::ModelError;
 use model::plan::cost::{Amortization, AmortizationInput, BreakEven, BreakEvenInput};
 use model::plan::memory::{KvCache, MemoryFit, MemoryInput, Precision};
@@ -13,6 +12,8 @@ use model::plan::uncertainty::{Uncertainty, UncertaintyInput};
 use model::units::{Bytes as ByteCount, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::{Needs, need};
@@ -87,9 +88,9 @@ macro_rules! endpoints {
             }
         )+
 
-        pub fn router() -> Router<AppState> {
-            Router::new()
-                $(.route($path, post($name)))+
+        pub fn router() -> OpenApiRouter<AppState> {
+            OpenApiRouter::new()
+                $(.routes(routes!($name)))+
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_MODEL_BODY_BYTES))
         }
 

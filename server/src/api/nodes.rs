@@ -2,10 +2,11 @@
 //! measured nodes and services the Planner and Right-sizing size with, and the transport runs.
 
 use app::data::{MeasuredFleet, MeasuredNode, MeasuredService, TransportRun};
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use model::{FleetView, NodeSummary, RunDetail, Suite, wire::measured};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::{Caller, Role};
@@ -15,8 +16,8 @@ use crate::store::{RunFilter, Store};
 /// How many runs the Fleet page lists.
 const RECENT_RUNS: u32 = 20;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/nodes", get(list))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
 /// Every node, most recently seen first.

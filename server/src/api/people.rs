@@ -5,14 +5,15 @@
 //! refused, so somebody can always manage people. The page calls the same functions.
 
 use app::data::{AgentView, CreatedToken, CreatedUser, PeopleView, PersonView, TokenView};
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::header::CACHE_CONTROL;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, patch};
-use axum::{Json, Router};
 use model::FieldError;
 use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::admin;
@@ -21,12 +22,12 @@ use crate::error::ApiError;
 use crate::json::ApiJson;
 use crate::store::{MAX_ID_BYTES, NameTaken, PersonChange, PersonRecord, Store};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/users", get(list_users).post(create_user_json))
-        .route("/api/v1/users/{id}", patch(set_role_json).delete(delete_user_json))
-        .route("/api/v1/tokens", get(list_tokens).post(create_token_json))
-        .route("/api/v1/tokens/{id}", delete(revoke_token_json))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_users, create_user_json))
+        .routes(routes!(set_role_json, delete_user_json))
+        .routes(routes!(list_tokens, create_token_json))
+        .routes(routes!(revoke_token_json))
 }
 
 /// A person to add.

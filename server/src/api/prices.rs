@@ -2,15 +2,16 @@
 //! catalog as a new version, or, when any cell is wrong, changes nothing and says where.
 
 use app::data::{CatalogView, PriceRowView};
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::{Caller, Role};
@@ -21,10 +22,10 @@ use crate::store::{CatalogVersion, Store};
 /// Largest catalog upload.
 pub const MAX_CATALOG_BYTES: usize = 8 * 1024 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/prices", get(export).post(import).layer(DefaultBodyLimit::max(MAX_CATALOG_BYTES)))
-        .route("/api/v1/prices/versions", get(versions))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(export, import).layer(DefaultBodyLimit::max(MAX_CATALOG_BYTES)))
+        .routes(routes!(versions))
 }
 
 /// What an import did.

@@ -4,13 +4,14 @@
 use std::collections::HashSet;
 
 use app::data::{ReportSummaryView, ReportsView};
+use axum::Json;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use model::FieldError;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::AppState;
@@ -23,10 +24,10 @@ use crate::store::{ReportRecord, Store};
 /// Largest report request: 10,000 deployments take about 4 MiB.
 pub const MAX_REPORT_BODY_BYTES: usize = 32 * 1024 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/reports", get(list).post(create).layer(DefaultBodyLimit::max(MAX_REPORT_BODY_BYTES)))
-        .route("/api/v1/reports/{id}", get(get_one))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create).layer(DefaultBodyLimit::max(MAX_REPORT_BODY_BYTES)))
+        .routes(routes!(get_one))
 }
 
 /// Prices, checks and stores a report for `caller`.

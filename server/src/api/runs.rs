@@ -1,14 +1,15 @@
 //! Runs: ingest over HTTP (agents) and read back (viewers).
 
 use app::data::{RunView, TrendPoint};
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite, wire::measured};
 use serde::Deserialize;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::AppState;
@@ -21,10 +22,10 @@ use crate::store::{RunFilter, Store};
 /// How many of a node's runs the run page lists and follows in its trend charts.
 const NODE_RUNS: u32 = 30;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/runs", post(create).layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES)).get(list))
-        .route("/api/v1/runs/{id}", get(get_one))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list).layer(DefaultBodyLimit::max(MAX_UPLOAD_BYTES)))
+        .routes(routes!(get_one))
 }
 
 /// Stores a run uploaded by an agent; the same run id twice is stored once.

@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 
 use app::components::form::{FieldSpec, validate};
 use app::data::{ScenarioList, ScenarioView};
+use axum::Json;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
 use model::FieldError;
 use serde::Deserialize;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::{Caller, Needs, Role, need};
@@ -25,13 +26,10 @@ pub const MAX_SCENARIO_BYTES: usize = 64 * 1024;
 /// How many scenarios a list returns.
 const LIST_LIMIT: u32 = 500;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/scenarios", get(list).post(create_json).layer(DefaultBodyLimit::max(MAX_SCENARIO_BYTES)))
-        .route(
-            "/api/v1/scenarios/{id}",
-            get(get_one).patch(rename_json).delete(delete_json).layer(DefaultBodyLimit::max(MAX_SCENARIO_BYTES)),
-        )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create_json).layer(DefaultBodyLimit::max(MAX_SCENARIO_BYTES)))
+        .routes(routes!(get_one, rename_json, delete_json).layer(DefaultBodyLimit::max(MAX_SCENARIO_BYTES)))
 }
 
 /// A scenario to save.

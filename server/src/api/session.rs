@@ -8,16 +8,19 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::header::{LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Form, Json, Router};
+use axum::routing::post;
+use axum::{Form, Json};
 use serde::{Deserialize, Serialize};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::auth::{self, Caller, Role, SESSION_COOKIE};
 use crate::error::ApiError;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/login", post(create)).route("/logout", post(delete)).route("/api/v1/me", get(me))
+/// Sign-in and sign-out are form posts from the login page, not API calls: routed, not documented.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().route("/login", post(create)).route("/logout", post(delete)).routes(routes!(me))
 }
 
 #[derive(Deserialize)]
