@@ -391,11 +391,11 @@ fn measure(
     let started_at_ms = now_ms();
     let node = inventory::node(facts);
     let mut measurements = Vec::new();
+    let mut progress = suites::Progress::stderr();
     for suite in chosen {
         let bench = suites::benchmark(suite, options).expect("suites were checked when parsing arguments");
-        log(&format!("running suite {}", bench.suite()));
-        let results =
-            bench.run(effort, &mut |line| log(line)).with_context(|| format!("suite {suite} could not run"))?;
+        progress.line(&format!("running suite {}", bench.suite()));
+        let results = bench.run(effort, &mut progress).with_context(|| format!("suite {suite} could not run"))?;
         measurements.extend(results);
     }
     Ok(RunUpload {

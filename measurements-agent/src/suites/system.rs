@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use model::{Measurement, MeasurementStatus, Suite, Unit};
 
-use super::{Benchmark, Effort};
+use super::{Benchmark, Effort, Progress};
 use crate::stats::summarize;
 
 pub struct System;
@@ -26,7 +26,7 @@ impl Benchmark for System {
         Suite::System
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+    fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let samples = if effort.quick { 10 } else { 40 };
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let mut measurements: Vec<Measurement> = SIZES.iter().map(|&bytes| memcpy(bytes, samples)).collect();
@@ -36,7 +36,7 @@ impl Benchmark for System {
         }
         for m in &measurements {
             if let Some(stats) = &m.stats {
-                progress(&format!(
+                progress.line(&format!(
                     "system: memcpy {} × {} thread(s) → {} (median of {samples})",
                     model::format::bytes(m.parameters["bytes"].parse::<f64>().unwrap_or(0.0)),
                     m.parameters["threads"],

@@ -22,7 +22,7 @@ use self::arrivals::Arrivals;
 use self::load::Outcome;
 use self::protocol::{Client, Failure, Prepared, Protocol, TargetOptions};
 use crate::stats::t95;
-use crate::suites::{Benchmark, Effort};
+use crate::suites::{Benchmark, Effort, Progress};
 
 /// A step is saturated when it achieves less than this fraction of the offered rate...
 const SATURATED_ACHIEVED: f64 = 0.9;
@@ -183,7 +183,7 @@ impl Benchmark for EndpointSuite {
         Suite::Endpoint
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+    fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let config = &self.config;
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -207,7 +207,7 @@ impl Benchmark for EndpointSuite {
 
         // A few requests one at a time: the target answers, and how long one takes unloaded.
         let probe = probe(&runtime, &client, &target, config.timeout)?;
-        progress(&format!(
+        progress.line(&format!(
             "endpoint {public} ({}{}): one request alone takes {:.2} ms",
             config.protocol.as_str(),
             target.model.as_deref().map(|m| format!(", model {}", clean(m))).unwrap_or_default(),
@@ -243,8 +243,8 @@ impl Benchmark for EndpointSuite {
         };
 
         let mut steps: Vec<Step> = Vec::new();
-        let report = |step: &Step, steps: &[Step], progress: &mut dyn FnMut(&str)| {
-            progress(&format!("  step {}: {}", steps.len() + 1, step.line()));
+        let report = |step: &Step, steps: &[Step], progress: &mut Progress| {
+            progress.line(&format!("  step {}: {}", steps.len() + 1, step.line()));
         };
         if let Arrivals::Trace(_) = config.arrivals {
             let step = run_step(0.0, &mut rng)?;
@@ -264,7 +264,7 @@ impl Benchmark for EndpointSuite {
                 // while; a client that fell behind on a service that kept up gets one more try
                 // at that rate before the sweep ends on it.
                 if step.client_limited && !step.saturated && !retried {
-                    progress(&format!("  step {}: {} — trying that rate once more", steps.len() + 1, step.line()));
+                    progress.line(&format!("  step {}: {} — trying that rate once more", steps.len() + 1, step.line()));
                     retried = true;
                     continue;
                 }

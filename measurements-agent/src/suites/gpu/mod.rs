@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use model::{Measurement, MeasurementStatus, Suite, Unit};
 
 use self::cuda::{Direction, GemmPrecision, HostMemory};
-use super::{Benchmark, Effort};
+use super::{Benchmark, Effort, Progress};
 use crate::stats::summarize;
 
 pub struct TransferSuite;
@@ -49,10 +49,10 @@ fn open_or_skip(
     case: &str,
     unit: Unit,
     cases: impl Iterator<Item = BTreeMap<String, String>>,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut Progress,
 ) -> Result<cuda::Gpu, Vec<Measurement>> {
     cuda::open().map_err(|reason| {
-        progress(&format!("{suite}: every case skipped: {reason}"));
+        progress.line(&format!("{suite}: every case skipped: {reason}"));
         cases.map(|parameters| skipped(suite, case, unit, parameters, &reason)).collect()
     })
 }
@@ -74,7 +74,7 @@ impl Benchmark for TransferSuite {
         Suite::Transfer
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+    fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let trials = if effort.quick { 10 } else { 30 };
         let mut cases: Vec<(HostMemory, Direction, usize, usize)> = Vec::new();
         for memory in HostMemory::ALL {
@@ -108,7 +108,7 @@ impl Benchmark for TransferSuite {
         let link = cuda::nvidia_pcie_link();
         let limit = link.and_then(|(gts, width)| cuda::pcie_limit(gts, width));
         if let Some((gts, width)) = link {
-            progress(&format!("transfer: {name} on PCIe {gts} GT/s ×{width}"));
+            progress.line(&format!("transfer: {name} on PCIe {gts} GT/s ×{width}"));
         }
         let mut out = Vec::new();
         for case in cases {
@@ -119,7 +119,7 @@ impl Benchmark for TransferSuite {
                 Ok(ms) => {
                     let bandwidth: Vec<f64> = ms.iter().filter_map(|&t| cuda::bytes_per_second(bytes, t)).collect();
                     let stats = summarize(&bandwidth);
-                    progress(&format!(
+                    progress.line(&format!(
                         "transfer: {} {} {} in {chunks} cop{} → {}",
                         memory.as_str(),
                         direction.as_str(),
@@ -154,7 +154,7 @@ impl Benchmark for AllocSuite {
         Suite::Alloc
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+    fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let (rounds, count) = if effort.quick { (5, 50) } else { (15, 200) };
         let cases: Vec<(bool, usize)> =
             [false, true].into_iter().flat_map(|pooled| [1 << 20, 64 << 20].map(|bytes| (pooled, bytes))).collect();
@@ -178,7 +178,7 @@ impl Benchmark for AllocSuite {
             match times {
                 Ok(seconds) => {
                     let stats = summarize(&seconds);
-                    progress(&format!(
+                    progress.line(&format!(
                         "alloc: {} {} → {} per allocation and free",
                         describe(case)["allocator"],
                         model::format::bytes(bytes as f64),
@@ -206,7 +206,7 @@ impl Benchmark for GemmSuite {
         Suite::Gemm
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+    fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let trials = if effort.quick { 5 } else { 20 };
         let cases: Vec<(GemmPrecision, (usize, usize, usize))> = GemmPrecision::ALL
             .into_iter()
@@ -239,7 +239,7 @@ impl Benchmark for GemmSuite {
                     let rates: Vec<f64> =
                         ms.iter().filter(|&&t| t > 0.0).map(|&t| flops / (f64::from(t) / 1e3)).collect();
                     let stats = summarize(&rates);
-                    progress(&format!(
+                    progress.line(&format!(
                         "gemm: {} {m}×{n}×{k} → {:.1} TFLOP/s, relative error {error:.1e}",
                         precision.as_str(),
                         stats.p50 / 1e12

@@ -15,7 +15,7 @@ use model::{Case, Measurement, Suite, Unit};
 
 use self::mlp::{Data, Trained, weight_scales};
 use super::transport::harness::{Recorder, wall_per_call};
-use super::{Benchmark, Effort, figure, single};
+use super::{Benchmark, Effort, Progress, figure, single};
 
 pub struct QuantSuite;
 
@@ -32,21 +32,24 @@ impl Benchmark for QuantSuite {
         Suite::Quant
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+    fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let budget = Duration::from_millis(if effort.quick { 60 } else { 300 });
         let features = kernels::cpu_features().join(" ");
-        progress(&format!("quant: CPU features {features:?}; kernels: {}", kernels::kernel_name()));
+        progress.line(&format!("quant: CPU features {features:?}; kernels: {}", kernels::kernel_name()));
         let mut out = Vec::new();
         let (hidden, batches): (&[usize], &[usize]) =
             if effort.quick { (&QUICK_HIDDEN, &QUICK_BATCHES) } else { (&HIDDEN, &BATCHES) };
+        // Each GEMM shape, then the MLP.
+        progress.start("quant", (hidden.len() * batches.len() + 1) as u64);
         for &n in hidden {
             for &batch in batches {
-                progress(&format!("quant: GEMM {batch} × {n} × {n}"));
+                progress.step(&format!("GEMM {batch} × {n} × {n}"));
                 gemm_cases(batch, n, budget, &features, &mut out);
             }
         }
-        progress("quant: the digits MLP (training is cached)");
+        progress.step("the digits MLP (training is cached)");
         mlp_cases(budget, &features, &mut out, progress)?;
+        progress.finish();
         Ok(out)
     }
 }
@@ -162,17 +165,17 @@ fn cache_path() -> PathBuf {
 
 /// The trained networks from the cache, or trained now and cached (written whole, then
 /// renamed, so a killed run never leaves half a file).
-pub fn trained(data: &Data, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Trained> {
+pub fn trained(data: &Data, progress: &mut Progress) -> anyhow::Result<Trained> {
     let path = cache_path();
     if let Ok(text) = std::fs::read(&path)
         && let Ok(trained) = serde_json::from_slice::<Trained>(&text)
     {
-        progress(&format!("quant: trained networks from {}", path.display()));
+        progress.line(&format!("quant: trained networks from {}", path.display()));
         return Ok(trained);
     }
     let started = std::time::Instant::now();
     let trained = Trained::train(data);
-    progress(&format!("quant: trained in {:.1} s; cached at {}", started.elapsed().as_secs_f64(), path.display()));
+    progress.line(&format!("quant: trained in {:.1} s; cached at {}", started.elapsed().as_secs_f64(), path.display()));
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -186,7 +189,7 @@ fn mlp_cases(
     budget: Duration,
     features: &str,
     out: &mut Vec<Measurement>,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut Progress,
 ) -> anyhow::Result<()> {
     let data = Data::load();
     let trained = trained(&data, progress)?;
@@ -218,7 +221,7 @@ fn mlp_cases(
             push(out, Case::MlpThroughput.as_str(), Unit::RequestsPerSecond, &p, batch as f64 / stats.p50);
             push(out, Case::MlpMemoryBytes.as_str(), Unit::Bytes, &p, variant.memory_bytes(batch) as f64);
         }
-        progress(&format!("quant: {:<30} accuracy {:.4} ({:+.4})", variant.name, accuracy, accuracy - baseline));
+        progress.line(&format!("quant: {:<30} accuracy {:.4} ({:+.4})", variant.name, accuracy, accuracy - baseline));
     }
     Ok(())
 }

@@ -16,8 +16,7 @@ pub mod shm;
 pub mod wire;
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use model::{Floor, Measurement, MeasurementStatus, Stats, Suite, Unit};
 
@@ -26,7 +25,7 @@ use self::harness::Recorder;
 use self::os::Usage;
 use self::peer::PeerInfo;
 use self::wire::{CLASSES, FRAME_HEADER};
-use super::{Benchmark, Effort, single};
+use super::{Benchmark, Effort, Progress, single};
 use anyhow::Context;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -85,7 +84,7 @@ impl Benchmark for TransportSuite {
         Suite::Transport
     }
 
-    fn run(&self, effort: Effort, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Vec<Measurement>> {
+    fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let sizes = if !self.sizes.is_empty() {
             self.sizes.clone()
         } else if effort.quick {
@@ -120,24 +119,25 @@ impl Benchmark for TransportSuite {
                 Ok((p, peer))
             })
             .collect::<anyhow::Result<_>>()?;
-        let mut run = Runner::new(&sizes, &placements, total);
+        let mut run = Runner::new(&sizes, &placements, total, progress);
         run.all(&peers, &sizes);
         run.progress.finish();
-        progress(&format!("transport: {} figures", run.out.len()));
-        Ok(run.out)
+        let out = run.out;
+        progress.line(&format!("transport: {} figures", out.len()));
+        Ok(out)
     }
 }
 
-struct Runner {
+struct Runner<'p> {
     out: Vec<Measurement>,
     budget: Duration,
-    progress: Progress,
+    progress: &'p mut Progress,
     /// Floors by (name, payload bytes, placement), in seconds at the median.
     floors: BTreeMap<(&'static str, usize, &'static str), f64>,
 }
 
-impl Runner {
-    fn new(sizes: &[usize], placements: &[Pinning], total: Duration) -> Self {
+impl<'p> Runner<'p> {
+    fn new(sizes: &[usize], placements: &[Pinning], total: Duration, progress: &'p mut Progress) -> Self {
         let s = sizes.len();
         let p = placements.len();
         let transports = Transport::ALL.len();
@@ -147,10 +147,11 @@ impl Runner {
         let bracketed = placements.iter().filter(|p| matches!(p, Pinning::DifferentCores(..))).count();
         let phases =
             8 * s + s + p * s * 3 + bracketed * s * 2 + transports * s * p * 2 + transports * s * IN_FLIGHT.len();
+        progress.start("transport", phases as u64);
         Runner {
             out: Vec::new(),
             budget: (total.mul_f64(0.85) / phases as u32).max(Duration::from_millis(20)),
-            progress: Progress::new(phases),
+            progress,
             floors: BTreeMap::new(),
         }
     }
@@ -336,7 +337,7 @@ impl Runner {
             ..failed(model::Case::RoundTrip.as_str(), Unit::Seconds, base.clone(), reason)
         };
         if let Some(reason) = transport.not_applicable(peer) {
-            self.progress.skip(steps);
+            self.progress.skip(steps as u64);
             self.out.push(not_run(MeasurementStatus::Skipped, reason));
             return;
         }
@@ -344,7 +345,7 @@ impl Runner {
         let factory = match Factory::new(transport, peer, size, 1) {
             Ok(f) => f,
             Err(e) => {
-                self.progress.skip(steps);
+                self.progress.skip(steps as u64);
                 self.out.push(not_run(MeasurementStatus::Skipped, format!("{e:#}")));
                 return;
             }
@@ -360,7 +361,7 @@ impl Runner {
         let latency = match measured {
             Ok(m) => m,
             Err(e) => {
-                self.progress.skip(steps - 1);
+                self.progress.skip((steps - 1) as u64);
                 self.out.push(not_run(MeasurementStatus::Failed, format!("{e:#}")));
                 return;
             }
@@ -514,57 +515,6 @@ fn failed(case: &str, unit: Unit, parameters: BTreeMap<String, String>, reason: 
         stats: None,
         floor: None,
         histogram: None,
-    }
-}
-
-/// A progress bar on a terminal, a line per tenth of the work otherwise.
-struct Progress {
-    total: usize,
-    done: usize,
-    started: Instant,
-    tty: bool,
-    last_tenth: usize,
-}
-
-impl Progress {
-    fn new(total: usize) -> Self {
-        Progress { total, done: 0, started: Instant::now(), tty: std::io::stderr().is_terminal(), last_tenth: 0 }
-    }
-
-    fn step(&mut self, what: &str) {
-        self.done = (self.done + 1).min(self.total);
-        let width = 30;
-        let filled = self.done * width / self.total.max(1);
-        let line = format!(
-            "transport [{}{}] {:>3}/{} {:>5.1}s {what}",
-            "#".repeat(filled),
-            ".".repeat(width - filled),
-            self.done,
-            self.total,
-            self.started.elapsed().as_secs_f64()
-        );
-        if self.tty {
-            eprint!("\r\x1b[2K{line}");
-        } else {
-            let tenth = self.done * 10 / self.total.max(1);
-            if tenth > self.last_tenth || self.done == 1 {
-                self.last_tenth = tenth;
-                eprintln!("{line}");
-            }
-        }
-    }
-
-    fn skip(&mut self, steps: usize) {
-        for _ in 0..steps {
-            self.step("skipped");
-        }
-    }
-
-    fn finish(&mut self) {
-        if self.tty {
-            eprintln!();
-        }
-        eprintln!("transport: done in {:.1}s", self.started.elapsed().as_secs_f64());
     }
 }
 
