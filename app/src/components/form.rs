@@ -305,6 +305,29 @@ pub fn ChoiceField(form: Form, key: &'static str, labels: &'static [&'static str
     }
 }
 
+/// What the pages' tests share: signals with an owner, and a form filled from pairs.
+#[cfg(all(test, feature = "ssr"))]
+pub mod testing {
+    use leptos::prelude::Owner;
+    use leptos_router::params::ParamsMap;
+
+    use super::{FieldSpec, Form};
+
+    /// Runs `f` under a root owner: signals need one (and, on the server build, an arena).
+    pub fn owned<T>(f: impl FnOnce() -> T) -> T {
+        Owner::new_root(None).with(f)
+    }
+
+    /// A form of `fields` as a page opened with the query `pairs` would fill it.
+    pub fn form(fields: &'static [FieldSpec], pairs: &[(&str, &str)]) -> Form {
+        let mut query = ParamsMap::new();
+        for (k, v) in pairs {
+            query.insert(k.to_string(), v.to_string());
+        }
+        Form::new(fields, &query)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

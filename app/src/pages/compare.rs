@@ -304,10 +304,7 @@ fn Answers(plans: (Planned, Planned), cost: Option<Breakdown<&'static str>>, no_
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::*;
-
-    fn owned<T>(f: impl FnOnce() -> T) -> T {
-        leptos::prelude::Owner::new_root(None).with(f)
-    }
+    use crate::components::form::testing::owned;
 
     fn inputs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -712,21 +712,11 @@ fn Verdict(o: Amortization, be: BreakEven) -> impl IntoView {
 // it through the server crate).
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
-    use leptos_router::params::ParamsMap;
-
     use super::*;
-
-    /// Signals need an owner (and, on the server build, an arena).
-    fn owned<T>(f: impl FnOnce() -> T) -> T {
-        Owner::new_root(None).with(f)
-    }
+    use crate::components::form::testing::owned;
 
     fn form(pairs: &[(&str, &str)]) -> Form {
-        let mut query = ParamsMap::new();
-        for (k, v) in pairs {
-            query.insert(k.to_string(), v.to_string());
-        }
-        Form::new(FIELDS, &query)
+        crate::components::form::testing::form(FIELDS, pairs)
     }
 
     #[test]

@@ -515,21 +515,16 @@ fn Recommendation(c: Configuration, q: String, service: Option<MeasuredService>)
 // it through the server crate).
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
-    use leptos_router::params::ParamsMap;
-
     use super::*;
+    use crate::components::form::testing::owned;
 
     fn form(pairs: &[(&str, &str)]) -> Form {
-        let mut query = ParamsMap::new();
-        for (k, v) in pairs {
-            query.insert(k.to_string(), v.to_string());
-        }
-        Form::new(FIELDS, &query)
+        crate::components::form::testing::form(FIELDS, pairs)
     }
 
     #[test]
     fn a_measured_service_is_sized_in_replicas_of_its_concurrency_and_priced_by_the_hour() {
-        Owner::new_root(None).with(|| {
+        owned(|| {
             let service = MeasuredService {
                 run_id: "0b5e7a2c-0000-4000-8000-000000000000".into(),
                 started_at_ms: 0,
