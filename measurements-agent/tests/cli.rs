@@ -1,83 +1,24 @@
-//! The agent binary against a real server: upload, outage, spool, retry.
+//! The agent binary against the real server binary: upload, outage, spool, retry.
+
+mod common;
 
 use std::path::Path;
 use std::process::Output;
 
 use assert_cmd::cargo::CommandCargoExt;
-use headroom_server::store::{RunFilter, Store};
-use headroom_server::{AppState, admin};
-use tokio::sync::oneshot;
+use common::{Fault, Server};
 
-struct Server {
-    url: String,
-    store: Store,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-async fn start(db_dir: &Path, listen: &str) -> Server {
-    start_with(db_dir, listen, false).await
-}
-
-/// Like a proxy that only speaks HTTP/1: gRPC requests are refused with 503.
-async fn refuse_grpc(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let grpc = request.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-    if grpc { axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response() } else { next.run(request).await }
-}
-
-async fn start_with(db_dir: &Path, listen: &str, without_grpc: bool) -> Server {
-    let store = Store::connect(&headroom_server::store::sqlite_url(db_dir)).await.unwrap();
-    let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, rx) = oneshot::channel::<()>();
-    let state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
-    let shutdown = async move {
-        let _ = rx.await;
-    };
-    let task = if without_grpc {
-        let app = headroom_server::app(state).layer(axum::middleware::from_fn(refuse_grpc));
-        tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown).await })
-    } else {
-        tokio::spawn(headroom_server::serve(listener, state, shutdown))
-    };
-    Server { url, store, stop, task }
-}
-
-/// The real router behind TLS with a fresh self-signed certificate for `localhost`; returns the
-/// server and the certificate (PEM) an agent must trust.
+/// The server with TLS for `localhost` (a fresh self-signed certificate), itself or behind a
+/// TLS-terminating proxy that cannot carry gRPC; and the certificate (PEM) an agent must trust.
 async fn start_tls(db_dir: &Path, without_grpc: bool) -> (Server, String) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert = certified.cert.pem();
-    let key = certified.signing_key.serialize_pem();
-    let config =
-        axum_server::tls_rustls::RustlsConfig::from_pem(cert.clone().into_bytes(), key.into_bytes()).await.unwrap();
-    let store = Store::connect(&headroom_server::store::sqlite_url(db_dir)).await.unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("https://localhost:{}", listener.local_addr().unwrap().port());
-    let mut state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
-    state.tls = true;
-    let mut router = headroom_server::app(state);
-    if without_grpc {
-        router = router.layer(axum::middleware::from_fn(refuse_grpc));
-    }
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(headroom_server::serve_router_tls(listener, router, config, async move {
-        let _ = rx.await;
-    }));
-    (Server { url, store, stop, task }, cert)
-}
-
-impl Server {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap().unwrap();
-        self.store.close().await;
-    }
-
-    async fn run_count(&self) -> usize {
-        self.store.list_runs(&RunFilter { limit: 100, ..Default::default() }).await.unwrap().len()
-    }
+    let (cert, key) = (certified.cert.pem(), certified.signing_key.serialize_pem());
+    let server = if without_grpc {
+        Server::behind_tls_proxy(db_dir, &cert, &key).await
+    } else {
+        Server::start_tls(db_dir, &cert, &key).await
+    };
+    (server, cert)
 }
 
 /// Runs the agent binary off the async runtime.
@@ -105,8 +46,8 @@ fn text(out: &Output) -> String {
 async fn a_run_survives_an_outage_and_is_uploaded_later() {
     let db = tempfile::tempdir().unwrap();
     let spool = tempfile::tempdir().unwrap();
-    let server = start(db.path(), "127.0.0.1:0").await;
-    let token = admin::create_agent_token(&server.store, "node-agent").await.unwrap();
+    let server = Server::start(db.path(), "127.0.0.1:0").await;
+    let token = server.agent_token("node-agent");
     let url = server.url.clone();
 
     // Server up: the run is measured, uploaded and leaves the spool.
@@ -115,10 +56,10 @@ async fn a_run_survives_an_outage_and_is_uploaded_later() {
     assert!(text(&out).contains("over gRPC"), "gRPC is the first choice: {}", text(&out));
     assert_eq!(spooled(spool.path()), 0);
     assert_eq!(server.run_count().await, 1);
-    let nodes = server.store.list_nodes().await.unwrap();
+    let nodes = server.nodes().await;
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    assert_eq!(nodes[0].hostname, hostname.trim(), "the node is this machine");
-    let bandwidth = nodes[0].memcpy_bytes_per_second.expect("memcpy measured");
+    assert_eq!(nodes[0]["hostname"], hostname.trim(), "the node is this machine");
+    let bandwidth = nodes[0]["memcpy_bytes_per_second"].as_f64().expect("memcpy measured");
     assert!(bandwidth > 1e8, "memcpy bandwidth {bandwidth} B/s is implausibly low");
 
     // Server down: the run stays in the spool and the exit code says so.
@@ -129,7 +70,7 @@ async fn a_run_survives_an_outage_and_is_uploaded_later() {
     assert_eq!(spooled(spool.path()), 1);
 
     // Server back on the same address and database: `upload` delivers it exactly once.
-    let server = start(db.path(), url.trim_start_matches("http://")).await;
+    let server = Server::start(db.path(), url.trim_start_matches("http://")).await;
     let out = agent(&["upload"], spool.path(), Some((&url, &token))).await;
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(spooled(spool.path()), 0);
@@ -144,8 +85,8 @@ async fn a_run_survives_an_outage_and_is_uploaded_later() {
 async fn when_grpc_cannot_get_through_the_run_goes_over_http() {
     let db = tempfile::tempdir().unwrap();
     let spool = tempfile::tempdir().unwrap();
-    let server = start_with(db.path(), "127.0.0.1:0", true).await;
-    let token = admin::create_agent_token(&server.store, "behind-proxy").await.unwrap();
+    let server = Server::behind_proxy(db.path(), None).await;
+    let token = server.agent_token("behind-proxy");
     let url = server.url.clone();
     let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&url, &token))).await;
     assert!(out.status.success(), "{}", text(&out));
@@ -163,7 +104,7 @@ async fn uploads_to_an_https_server_over_both_doors_and_refuse_an_untrusted_cert
         let (server, cert) = start_tls(db.path(), without_grpc).await;
         let ca = db.path().join("ca.pem");
         std::fs::write(&ca, &cert).unwrap();
-        let token = admin::create_agent_token(&server.store, "tls-agent").await.unwrap();
+        let token = server.agent_token("tls-agent");
         let url = server.url.clone();
 
         // Without trusting the self-signed certificate, nothing is sent and the run is kept.
@@ -187,7 +128,7 @@ async fn uploads_to_an_https_server_over_both_doors_and_refuse_an_untrusted_cert
 async fn a_wrong_token_keeps_the_run_and_says_why() {
     let db = tempfile::tempdir().unwrap();
     let spool = tempfile::tempdir().unwrap();
-    let server = start(db.path(), "127.0.0.1:0").await;
+    let server = Server::start(db.path(), "127.0.0.1:0").await;
     let url = server.url.clone();
     let out = agent(&["run", "system", "--quick"], spool.path(), Some((&url, "hr_agent_wrong"))).await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
@@ -235,31 +176,6 @@ async fn inventory_prints_this_node() {
     assert!(node.cpu_cores >= 1 && node.memory_bytes > 0);
 }
 
-/// The real server behind a fault injected in front of it (a proxy or a broken server).
-async fn start_behind(db_dir: &Path, fault: Fault) -> Server {
-    let store = Store::connect(&headroom_server::store::sqlite_url(db_dir)).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, rx) = oneshot::channel::<()>();
-    let state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
-    let app = headroom_server::app(state)
-        .layer(axum::middleware::from_fn(refuse_grpc))
-        .layer(axum::middleware::from_fn(fault));
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = rx.await;
-            })
-            .await
-    });
-    Server { url, store, stop, task }
-}
-
-type Fault = fn(
-    axum::extract::Request,
-    axum::middleware::Next,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = axum::response::Response> + Send>>;
-
 fn rejected(spool: &Path) -> usize {
     std::fs::read_dir(spool.join("rejected"))
         .map_or(0, |d| d.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json")).count())
@@ -277,8 +193,8 @@ async fn a_proxys_413_keeps_the_run() {
             (axum::http::StatusCode::PAYLOAD_TOO_LARGE, "nginx: too large\u{1b}[2J\u{1b}]0;owned\u{7}").into_response()
         })
     };
-    let server = start_behind(db.path(), fault).await;
-    let token = admin::create_agent_token(&server.store, "behind-nginx").await.unwrap();
+    let server = Server::behind_proxy(db.path(), Some(fault)).await;
+    let token = server.agent_token("behind-nginx");
     let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&server.url, &token))).await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert_eq!(spooled(spool.path()), 1, "kept for a later try: {}", text(&out));
@@ -306,8 +222,8 @@ async fn an_ack_for_another_run_keeps_the_run() {
             (parts.status, axum::Json(ack)).into_response()
         })
     };
-    let server = start_behind(db.path(), fault).await;
-    let token = admin::create_agent_token(&server.store, "confused").await.unwrap();
+    let server = Server::behind_proxy(db.path(), Some(fault)).await;
+    let token = server.agent_token("confused");
     let out = agent(&["run", "system", "--quick", "--attempts", "1"], spool.path(), Some((&server.url, &token))).await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains("acknowledged run"), "{}", text(&out));
@@ -331,8 +247,8 @@ async fn retry_after_is_honoured() {
             next.run(request).await
         })
     };
-    let server = start_behind(db.path(), fault).await;
-    let token = admin::create_agent_token(&server.store, "patient").await.unwrap();
+    let server = Server::behind_proxy(db.path(), Some(fault)).await;
+    let token = server.agent_token("patient");
     let out = agent(&["run", "system", "--quick", "--attempts", "3"], spool.path(), Some((&server.url, &token))).await;
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("retrying in 2s"), "the server's Retry-After sets the wait: {}", text(&out));
@@ -356,8 +272,12 @@ async fn a_run_the_server_refuses_is_moved_aside() {
         let mut run: model::RunUpload = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         run.node.hostname = "bad\u{0}name".into();
         std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
-        let server = start_with(db.path(), "127.0.0.1:0", without_grpc).await;
-        let token = admin::create_agent_token(&server.store, "refused").await.unwrap();
+        let server = if without_grpc {
+            Server::behind_proxy(db.path(), None).await
+        } else {
+            Server::start(db.path(), "127.0.0.1:0").await
+        };
+        let token = server.agent_token("refused");
         let out = agent(&["upload", "--attempts", "1"], spool.path(), Some((&server.url, &token))).await;
         assert_eq!(spooled(spool.path()), 0, "{}", text(&out));
         assert_eq!(rejected(spool.path()), 1, "{}", text(&out));
@@ -380,8 +300,7 @@ fn spooled_ids(spool: &Path) -> std::collections::BTreeSet<String> {
 }
 
 async fn stored_ids(server: &Server) -> std::collections::BTreeSet<String> {
-    let runs = server.store.list_runs(&RunFilter { limit: 10_000, ..Default::default() }).await.unwrap();
-    runs.into_iter().map(|r| r.run_id.to_string()).collect()
+    server.runs().await.into_iter().map(|r| r["run_id"].as_str().unwrap().to_string()).collect()
 }
 
 /// The server is down while the agent keeps producing runs (60 s in the fault table;
@@ -395,12 +314,7 @@ async fn runs_made_during_an_outage_are_stored_exactly_once_after_it() {
     // Reserve an address nobody listens on until the server comes back.
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let url = format!("http://{addr}");
-    let token = {
-        let store = Store::connect(&headroom_server::store::sqlite_url(db.path())).await.unwrap();
-        let token = admin::create_agent_token(&store, "through-the-outage").await.unwrap();
-        store.close().await;
-        token
-    };
+    let token = common::agent_token(db.path(), "through-the-outage");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(outage);
     let mut produced = 0;
     while produced < 2 || std::time::Instant::now() < until {
@@ -411,7 +325,7 @@ async fn runs_made_during_an_outage_are_stored_exactly_once_after_it() {
     }
     let made = spooled_ids(spool.path());
 
-    let server = start(db.path(), &addr).await;
+    let server = Server::start(db.path(), &addr).await;
     // The next run carries the backlog with it.
     let out = agent(&["run", "system", "--quick"], spool.path(), Some((&url, &token))).await;
     assert!(out.status.success(), "{}", text(&out));
@@ -470,8 +384,8 @@ async fn an_agent_killed_mid_upload_loses_and_duplicates_nothing() {
         assert!(out.status.success(), "{}", text(&out));
         let made = spooled_ids(spool.path());
 
-        let held = start_behind(db.path(), fault).await;
-        let token = admin::create_agent_token(&held.store, "killed").await.unwrap();
+        let held = Server::behind_proxy(db.path(), Some(fault)).await;
+        let token = held.agent_token("killed");
         let mut child = std::process::Command::cargo_bin("measurements-agent")
             .unwrap()
             .args(["upload", "--attempts", "1", "--server", &held.url, "--token", &token, "--spool"])
@@ -485,10 +399,9 @@ async fn an_agent_killed_mid_upload_loses_and_duplicates_nothing() {
         child.wait().unwrap();
         assert_eq!(spooled_ids(spool.path()), made, "the killed agent's run is still spooled");
         assert_eq!(held.run_count().await, stored_before_kill);
-        held.task.abort();
-        held.store.close().await;
+        held.abort();
 
-        let server = start(db.path(), "127.0.0.1:0").await;
+        let server = Server::start(db.path(), "127.0.0.1:0").await;
         let out = agent(&["upload"], spool.path(), Some((&server.url, &token))).await;
         assert!(out.status.success(), "{}", text(&out));
         assert_eq!(spooled(spool.path()), 0, "{}", text(&out));

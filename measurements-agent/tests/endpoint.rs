@@ -11,10 +11,17 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use assert_cmd::cargo::CommandCargoExt;
-use headroom_server::store::Store;
-use headroom_server::{AppState, admin};
 use model::{Measurement, MeasurementStatus, RunUpload};
+
+/// A stored latency histogram (HdrHistogram's V2 compressed encoding, base64), decoded.
+fn histogram(encoded: &str) -> hdrhistogram::Histogram<u64> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64");
+    hdrhistogram::serialization::Deserializer::new().deserialize(&mut &bytes[..]).expect("an HdrHistogram")
+}
 
 /// The servers' virtual environments, installed on first use (a failure here fails the test:
 /// these tests are never skipped).
@@ -174,7 +181,7 @@ fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_count
     assert!(unloaded.p50 > 1e-5 && unloaded.p50 < 0.5, "unloaded p50 {} s", unloaded.p50);
     // Every latency histogram decodes and holds exactly the requests its statistics count.
     for m in run.measurements.iter().filter(|m| m.histogram.is_some()) {
-        let h = headroom_server::histogram::decode(m.histogram.as_ref().unwrap()).unwrap();
+        let h = histogram(m.histogram.as_ref().unwrap());
         assert_eq!(h.len(), p(m).samples, "{} step {}", m.case, param(m, "step"));
     }
     let n = steps(&run);
@@ -254,7 +261,7 @@ fn kserve_v2_grpc_against_mlserver_reads_metadata_sends_raw_tensors_and_counts_s
     for step in 1..=2 {
         assert_eq!(p(at(&run, "endpoint_error_rate", step)).mean, 0.0, "MLServer answers OK: {}", text(&out));
         let latency = at(&run, "endpoint_latency", step);
-        let h = headroom_server::histogram::decode(latency.histogram.as_ref().unwrap()).unwrap();
+        let h = histogram(latency.histogram.as_ref().unwrap());
         assert_eq!(h.len(), p(latency).samples);
         assert!(p(latency).p50 > 1e-5 && p(latency).p50 < 0.5, "step {step}: p50 {} s", p(latency).p50);
     }
@@ -298,18 +305,9 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     let db = tempfile::tempdir().unwrap();
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (store, server_url, stop, task) = runtime.block_on(async {
-        let store = Store::connect(&headroom_server::store::sqlite_url(db.path())).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server_url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let state = AppState::new(store.clone(), Path::new("/nonexistent-site"));
-        let task = tokio::spawn(headroom_server::serve(listener, state, async move {
-            let _ = rx.await;
-        }));
-        (store, server_url, stop, task)
-    });
-    let token = runtime.block_on(admin::create_agent_token(&store, "endpoint-agent")).unwrap();
+    let server = runtime.block_on(common::Server::start(db.path(), "127.0.0.1:0"));
+    let server_url = server.url.clone();
+    let token = server.agent_token("endpoint-agent");
     let body = body.to_str().unwrap();
     let out = agent(
         &["run", "endpoint", "--target", &infer, "--protocol", "http-json", "--input", body, "--rates", "10,25,50"]
@@ -321,12 +319,11 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     );
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(spooled(spool.path()), 0, "uploaded: {}", text(&out));
-    let runs = runtime
-        .block_on(store.list_runs(&headroom_server::store::RunFilter { limit: 10, ..Default::default() }))
-        .unwrap();
-    let stored = runtime.block_on(store.get_run(runs[0].run_id)).unwrap().unwrap();
+    let runs = runtime.block_on(server.runs());
+    let run_id = runs[0]["run_id"].as_str().expect("a run id").to_string();
+    let stored: model::RunDetail = serde_json::from_value(runtime.block_on(server.run(&run_id))).unwrap();
     let latency = stored.measurements.iter().find(|m| m.case == "endpoint_latency").unwrap();
-    let h = headroom_server::histogram::decode(latency.histogram.as_ref().expect("the histogram is stored")).unwrap();
+    let h = histogram(latency.histogram.as_ref().expect("the histogram is stored"));
     assert_eq!(h.len(), p(latency).samples);
     let achieved = stored.measurements.iter().find(|m| m.case == "endpoint_achieved_rate").unwrap();
     let achieved = p(achieved).mean;
@@ -336,10 +333,9 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
 
     // The run page sets each step's measurement beside the model's prediction, and the
     // Planner's data offers the service, calibrated.
-    runtime.block_on(admin::create_user(&store, "manager", headroom_server::auth::Role::Viewer, None)).unwrap();
-    let viewer = runtime.block_on(admin::create_api_token(&store, "manager")).unwrap();
+    let viewer = common::api_token(db.path(), "manager", "viewer");
     let http = reqwest::blocking::Client::new();
-    let page = http.get(format!("{server_url}/runs/{}", runs[0].run_id)).bearer_auth(&viewer).send().unwrap();
+    let page = http.get(format!("{server_url}/runs/{}", run_id)).bearer_auth(&viewer).send().unwrap();
     assert!(page.status().is_success());
     let page = page.text().unwrap();
     assert!(page.contains("Your service under load"), "{page}");
@@ -362,7 +358,7 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     assert!(mean > 1e-4 && mean < 0.5, "{service}");
 
     // Right-sizing sizes that service, not the reference model, in replicas priced by the hour.
-    let query = format!("service={}&rate=20&slo=1000&svc_type=c7i.large&svc_price=0.5", runs[0].run_id);
+    let query = format!("service={}&rate=20&slo=1000&svc_type=c7i.large&svc_price=0.5", run_id);
     let page = http.get(format!("{server_url}/right-sizing?{query}")).bearer_auth(&viewer).send().unwrap();
     assert!(page.status().is_success());
     let page = page.text().unwrap();
@@ -370,9 +366,8 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     assert!(card.contains("Cheapest configuration of your service"), "{page}");
     assert!(card.contains("× c7i.large") && card.contains("as deployed"), "{card}");
     assert!(card.contains("the M/G/c model"), "the latency is marked as the model's: {card}");
-    assert!(page.contains(&format!("your service {infer}, load-tested in run {}", &runs[0].run_id.to_string()[..8])));
-    let _ = stop.send(());
-    runtime.block_on(task).unwrap().unwrap();
+    assert!(page.contains(&format!("your service {infer}, load-tested in run {}", &run_id.to_string()[..8])));
+    runtime.block_on(server.stop());
 }
 
 /// GuideLLM's mock OpenAI server with a set time to first token and gap between tokens.

@@ -3,6 +3,8 @@
 //! veth pair between two network namespaces where this machine lets the test make them), an
 //! unreachable peer, and the upload of the figures to a real server.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -57,7 +59,10 @@ fn same_node_run_measures_every_transport_against_its_floor() {
     assert!(out.status.success(), "{}", text(&out));
     let run: RunUpload = serde_json::from_slice(&out.stdout).expect("the run as JSON");
     assert_plausible(&run);
-    assert!(text(&out).contains("transport ["), "a progress bar or progress lines: {}", text(&out));
+    // Not a terminal: a line per tenth of the steps ("transport  12/118  1.3s …"), then the end.
+    let steps = text(&out).lines().filter(|l| l.starts_with("transport ") && l.contains('/')).count();
+    assert!((2..=12).contains(&steps), "progress lines, a tenth apart: {}", text(&out));
+    assert!(text(&out).contains("transport: done in"), "{}", text(&out));
 
     let cores = std::thread::available_parallelism().unwrap().get();
     let placements: &[&str] = if cores > 1 { &["same_core", "different_cores"] } else { &["same_core"] };
@@ -281,21 +286,11 @@ fn cross_node_run_across_a_veth_pair_between_network_namespaces() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transport_figures_and_floors_are_uploaded_and_served() {
-    use headroom_server::auth::Role;
     let db = tempfile::tempdir().unwrap();
-    let store = headroom_server::store::Store::connect(&headroom_server::store::sqlite_url(db.path())).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let state = headroom_server::AppState::new(store.clone(), Path::new("/nonexistent-site"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(headroom_server::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    let token = headroom_server::admin::create_agent_token(&store, "transport-agent").await.unwrap();
-    headroom_server::admin::create_user(&store, "viewer", Role::Viewer, Some("correct horse battery".into()))
-        .await
-        .unwrap();
-    let viewer = headroom_server::admin::create_api_token(&store, "viewer").await.unwrap();
+    let server = common::Server::start(db.path(), "127.0.0.1:0").await;
+    let url = server.url.clone();
+    let token = server.agent_token("transport-agent");
+    let viewer = common::api_token(db.path(), "viewer", "viewer");
 
     let serve = Serve::start(&[], "127.0.0.1:0");
     let spool = tempfile::tempdir().unwrap();
@@ -331,9 +326,7 @@ async fn transport_figures_and_floors_are_uploaded_and_served() {
         assert!(m["floor"]["value"].as_f64().unwrap() > 0.0, "{m}");
     }
     assert!(measurements.iter().any(|m| m["status"] == "skipped"), "skipped transports are kept with their reason");
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
-    store.close().await;
+    server.stop().await;
 }
 
 /// What anyone who reaches the peer's ports without the token gets: nothing.
