@@ -237,10 +237,13 @@ pub struct PeopleView {
     pub agents: Vec<AgentView>,
     /// The admin looking, so the page can say which row is theirs.
     pub you: String,
+    /// The server's clock when it answered: which tokens are live is judged by it, so the page
+    /// reads the same rendered on the server and in a browser whose clock is off.
+    pub now_ms: i64,
 }
 
 /// A new user and, when the server made it up, their password (shown once).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreatedUser {
     pub person: PersonView,
     pub generated_password: Option<String>,
@@ -248,7 +251,7 @@ pub struct CreatedUser {
 
 /// A new token and its secret, shown once: API tokens act as their user, agent tokens only
 /// upload runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreatedToken {
     /// The token's id (API tokens) or the agent's name.
     pub id: String,
@@ -258,6 +261,26 @@ pub struct CreatedToken {
     pub expires_at_ms: Option<i64>,
     /// For an agent: whether this replaced the token it had (which stopped working).
     pub replaced: bool,
+}
+
+// Secrets never reach a log line, even by `{:?}`.
+impl std::fmt::Debug for CreatedUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let password = self.generated_password.as_ref().map(|_| "<hidden>");
+        f.debug_struct("CreatedUser").field("person", &self.person).field("generated_password", &password).finish()
+    }
+}
+
+impl std::fmt::Debug for CreatedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedToken")
+            .field("id", &self.id)
+            .field("acts_as", &self.acts_as)
+            .field("secret", &"<hidden>")
+            .field("expires_at_ms", &self.expires_at_ms)
+            .field("replaced", &self.replaced)
+            .finish()
+    }
 }
 
 /// A stored report without its rows.

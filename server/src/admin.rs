@@ -17,20 +17,21 @@ pub const MAX_NAME_CHARS: usize = 64;
 /// Password lengths accepted (argon2 hashes all of it; the cap keeps a hostile one cheap).
 pub const PASSWORD_CHARS: std::ops::RangeInclusive<usize> = 8..=256;
 
-/// A user or agent name, trimmed: 1 to 64 letters, digits, `.`, `_`, `-` and `@`, starting with
-/// a letter or digit. Names appear on pages, in logs and in exports (reports say who made
-/// them), so nothing in one can be markup, a spreadsheet formula or a control character.
+/// A user or agent name, trimmed: 1 to 64 ASCII letters, digits, `.`, `_`, `-` and `@`, starting
+/// with a letter or digit. Names appear on pages, in logs and in exports (reports say who made
+/// them), so nothing in one can be markup, a spreadsheet formula or a control character, nor a
+/// look-alike of another name in another script (Cyrillic "а" for Latin "a").
 pub fn checked_name(field: &str, name: &str) -> Result<String, FieldError> {
     let name = name.trim();
     let problem = if name.is_empty() {
         Some("must not be empty".to_string())
     } else if name.chars().count() > MAX_NAME_CHARS {
         Some(format!("must be at most {MAX_NAME_CHARS} characters"))
-    } else if !name.starts_with(|c: char| c.is_alphanumeric()) {
-        Some("must start with a letter or a digit".to_string())
+    } else if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        Some("must start with a letter (a-z, A-Z) or a digit".to_string())
     } else {
-        let odd = name.chars().find(|c| !(c.is_alphanumeric() || ".-_@".contains(*c)));
-        odd.map(|c| format!("may hold letters, digits, '.', '_', '-' and '@', not {c:?}"))
+        let odd = name.chars().find(|c| !(c.is_ascii_alphanumeric() || ".-_@".contains(*c)));
+        odd.map(|c| format!("may hold letters a-z, A-Z, digits, '.', '_', '-' and '@', not {c:?}"))
     };
     match problem {
         Some(reason) => Err(FieldError::new(field, reason)),
@@ -51,6 +52,16 @@ pub fn checked_password(password: &str) -> Result<(), FieldError> {
 /// Creates a user; returns the password (the given one, or a generated one). Fails with a
 /// [`FieldError`] for a bad name or password and with [`crate::store::NameTaken`] for a taken name.
 pub async fn create_user(store: &Store, name: &str, role: Role, password: Option<String>) -> anyhow::Result<String> {
+    add_user(store, name, role, password).await.map(|(_, password)| password)
+}
+
+/// [`create_user`], answering the new user's id as well.
+pub async fn add_user(
+    store: &Store,
+    name: &str,
+    role: Role,
+    password: Option<String>,
+) -> anyhow::Result<(String, String)> {
     let name = checked_name("name", name)?;
     let password = match password {
         Some(p) => {
@@ -60,8 +71,8 @@ pub async fn create_user(store: &Store, name: &str, role: Role, password: Option
         None => generated_password(),
     };
     let hash = auth::hash_password_off_runtime(password.clone()).await?;
-    store.create_user(&name, role, &hash).await?;
-    Ok(password)
+    let id = store.create_user(&name, role, &hash).await?;
+    Ok((id, password))
 }
 
 /// Creates an agent, or replaces its token; returns the new token.
@@ -85,15 +96,20 @@ pub async fn create_expiring_api_token(
     days: Option<u32>,
 ) -> anyhow::Result<(String, String)> {
     let record = store.user_by_name(user).await?.with_context(|| format!("no user named '{user}'"))?;
-    Ok(api_token_for(store, &record.id, days).await?)
+    let (token, id, _) = api_token_for(store, &record.id, days).await?;
+    Ok((token, id))
 }
 
 /// The longest an API token may live.
 pub const MAX_TOKEN_DAYS: u32 = 3650;
 
 /// Creates an API token acting as user `user_id` (who must exist), valid for `days` if given;
-/// returns the token and its id.
-pub async fn api_token_for(store: &Store, user_id: &str, days: Option<u32>) -> Result<(String, String), ApiError> {
+/// returns the token, its id and when it expires.
+pub async fn api_token_for(
+    store: &Store,
+    user_id: &str,
+    days: Option<u32>,
+) -> Result<(String, String, Option<i64>), ApiError> {
     if let Some(days) = days
         && !(1..=MAX_TOKEN_DAYS).contains(&days)
     {
@@ -102,7 +118,7 @@ pub async fn api_token_for(store: &Store, user_id: &str, days: Option<u32>) -> R
     let expires = days.map(|d| crate::store::now_ms() + i64::from(d) * 86_400_000);
     let token = auth::new_token("hr_api_");
     let id = store.create_api_token(user_id, &auth::hash_token(&token), expires).await?;
-    Ok((token, id))
+    Ok((token, id, expires))
 }
 
 /// Binds `node_id` to agent `agent`, so that agent may report it from now on.

@@ -65,7 +65,10 @@ fn unavailable(err: &sqlx::Error) -> Option<&'static str> {
             let code = db.code().unwrap_or_default();
             // Postgres: 08 connection exceptions, 57P01-03 shutdown and start-up, 53 resources.
             // SQLite: 5 SQLITE_BUSY, 6 SQLITE_LOCKED (after the busy timeout ran out).
+            // 40001 and 40P01: a serialization failure or deadlock, which a retry resolves.
             let busy = code.starts_with("08")
+                || code == "40001"
+                || code == "40P01"
                 || code.starts_with("57P")
                 || code.starts_with("53")
                 || matches!(&*code, "5" | "6" | "517" | "262");

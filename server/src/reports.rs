@@ -342,7 +342,7 @@ fn row(
         return Err(FieldError::new(field("team"), format!("must be at most {MAX_TEAM} characters")));
     }
     if let Some(scenario) = &d.scenario_id {
-        if scenario.len() > crate::store::MAX_ID_BYTES {
+        if !crate::store::could_be_id(scenario) {
             return Err(FieldError::new(field("scenario_id"), "is not a scenario id"));
         }
         if !known_scenario(scenario) {

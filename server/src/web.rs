@@ -226,7 +226,13 @@ async fn require_sign_in(State(state): State<AppState>, request: Request, next: 
         return next.run(request).await;
     }
     match auth::authenticate(&state.store, request.headers()).await {
-        Ok(Some(Principal::User { .. })) => next.run(request).await,
+        // A signed-in page holds that person's data (the Admin page lists people and tokens):
+        // no shared cache or browser history keeps it after they sign out.
+        Ok(Some(Principal::User { .. })) => {
+            let mut response = next.run(request).await;
+            response.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
         _ => {
             // The whole link, query included, so a shared scenario opens as shared after sign-in.
             let wanted = request.uri().path_and_query().map_or(path, |pq| pq.as_str());

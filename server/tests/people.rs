@@ -79,7 +79,7 @@ async fn an_admin_adds_a_person_who_signs_in_and_changes_their_role_live() {
         assert!(sign_in(&app, "bo", &password).await.is_some(), "the made-up password signs in");
         assert!(!people(&app, &admin).await.iter().any(|p| p.to_string().contains(&password)), "never listed");
 
-        // The same name again is a conflict; nothing changes.
+        // The same name again, in any letter case, is a conflict; nothing changes.
         let before = people(&app, &admin).await;
         let (status, refused) =
             post(&app, Some(&admin), "/api/v1/users", json!({"name": "ana", "role": "admin"}).to_string()).await;
@@ -158,6 +158,9 @@ async fn names_passwords_roles_and_expiries_are_checked_and_nothing_is_stored_pa
             (json!({"name": "ana\u{0}", "role": "viewer"}), "name"),
             (json!({"name": "a\u{202e}b", "role": "viewer"}), "name"),
             (json!({"name": "x".repeat(65), "role": "viewer"}), "name"),
+            // Look-alikes: Cyrillic "а" in "аdmin", a full-width "ａ".
+            (json!({"name": "\u{430}dmin", "role": "viewer"}), "name"),
+            (json!({"name": "\u{ff41}na", "role": "viewer"}), "name"),
             (json!({"name": "ok", "role": "superuser"}), "role"),
             (json!({"name": "ok", "role": "viewer", "password": "short"}), "password"),
             (json!({"name": "ok", "role": "viewer", "password": long_password}), "password"),
@@ -326,6 +329,59 @@ async fn the_last_admin_cannot_be_demoted_or_removed_through_the_api() {
             }
             let (status, _) = send(&app, "DELETE", &first, &format!("/api/v1/users/{second_id}"), None).await;
             assert_eq!(status, StatusCode::NO_CONTENT);
+        }
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn ids_no_store_hands_out_are_404_unechoed_on_every_backend() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let admin = app.user_token(Role::Admin).await;
+        for id in ["%00", "a%00b", "%3Cscript%3E", "x%0D%0Ay", &"f".repeat(65)] {
+            for (method, path) in [
+                ("DELETE", format!("/api/v1/users/{id}")),
+                ("DELETE", format!("/api/v1/tokens/{id}")),
+                ("GET", format!("/api/v1/scenarios/{id}")),
+                ("DELETE", format!("/api/v1/scenarios/{id}")),
+                ("GET", format!("/api/v1/reports/{id}")),
+                ("GET", format!("/api/v1/reports/{id}.csv")),
+            ] {
+                let (status, answer) = send(&app, method, &admin, &path, None).await;
+                assert_eq!(status, StatusCode::NOT_FOUND, "{}: {method} {path}: {answer}", app.backend);
+                assert!(!answer.to_string().contains("script"), "{answer}");
+            }
+            let (status, answer) =
+                send(&app, "PATCH", &admin, &format!("/api/v1/users/{id}"), Some(json!({"role": "viewer"}))).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{}: PATCH {id}: {answer}", app.backend);
+        }
+        let (status, answer) =
+            post(&app, Some(&admin), "/api/v1/tokens", json!({"user_id": "a\u{0}b"}).to_string()).await;
+        assert_eq!((status, answer["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("user_id")), "{answer}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn two_admins_issuing_the_same_new_agent_at_once_get_one_token_and_one_conflict() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let admin = app.user_token(Role::Admin).await;
+        for round in 0..10 {
+            let body = json!({"name": format!("race-{round}")}).to_string();
+            let (a, b) = tokio::join!(
+                post(&app, Some(&admin), "/api/v1/agents", body.clone()),
+                post(&app, Some(&admin), "/api/v1/agents", body)
+            );
+            let mut statuses = [a.0, b.0];
+            statuses.sort();
+            assert_eq!(statuses, [StatusCode::CREATED, StatusCode::CONFLICT], "{}: round {round}", app.backend);
+            // The token handed out is the one that works.
+            let issued = if a.0 == StatusCode::CREATED { &a.1 } else { &b.1 };
+            let run = serde_json::to_string(&common::sample_run(&format!("race-node-{round}"))).unwrap();
+            let (status, _) = post(&app, issued["secret"].as_str(), "/api/v1/runs", run).await;
+            assert_eq!(status, StatusCode::CREATED, "{}: round {round}", app.backend);
         }
         app.stop().await;
     }

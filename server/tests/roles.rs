@@ -605,7 +605,7 @@ async fn every_route_answers_each_caller_within_its_role() {
             async move {
                 headroom_server::admin::create_user(&store, name, Role::Viewer, None).await.unwrap();
                 let id = store.user_by_name(name).await.unwrap().unwrap().id;
-                let (_, token_id) = headroom_server::admin::api_token_for(&store, &id, None).await.unwrap();
+                let (_, token_id, _) = headroom_server::admin::api_token_for(&store, &id, None).await.unwrap();
                 (id, token_id)
             }
         };

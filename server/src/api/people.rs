@@ -17,10 +17,10 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::admin;
-use crate::auth::{Caller, Needs, Role, need};
+use crate::auth::{self, Caller, Needs, Role, need};
 use crate::error::ApiError;
 use crate::json::ApiJson;
-use crate::store::{MAX_ID_BYTES, NameTaken, PersonChange, PersonRecord, Store};
+use crate::store::{NameTaken, PersonChange, PersonRecord, Store, could_be_id};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -31,7 +31,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// A person to add.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewUser {
     /// 1 to 64 letters, digits, `.`, `_`, `-` and `@`, starting with a letter or digit.
@@ -40,6 +40,18 @@ pub struct NewUser {
     pub role: String,
     /// 8 to 256 characters; leave it out to have one made up (answered once).
     pub password: Option<String>,
+}
+
+/// The password never reaches a log line, even by `{:?}`.
+impl std::fmt::Debug for NewUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let password = self.password.as_ref().map(|_| "<hidden>");
+        f.debug_struct("NewUser")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .field("password", &password)
+            .finish()
+    }
 }
 
 /// A person's new role.
@@ -64,10 +76,10 @@ fn role_of(text: &str) -> Result<Role, FieldError> {
         .ok_or_else(|| FieldError::new("role", "must be one of viewer, planner, finance, admin".to_string()))
 }
 
-/// An id the store cannot have handed out names nothing, and is not echoed.
+/// An id the store cannot have handed out names nothing, is not looked up and is not echoed.
 fn checked_id<'a>(what: &str, id: &'a str) -> Result<&'a str, ApiError> {
-    if id.len() > MAX_ID_BYTES || id.is_empty() {
-        return Err(ApiError::NotFound(format!("no {what} has an id of {} bytes", id.len())));
+    if !could_be_id(id) {
+        return Err(ApiError::NotFound(format!("no {what} has an id like that")));
     }
     Ok(id)
 }
@@ -111,7 +123,8 @@ pub async fn page(store: &Store, caller: &Caller) -> Result<PeopleView, ApiError
             last_seen_ms: a.last_seen_ms,
         })
         .collect();
-    Ok(PeopleView { people, tokens, agents, you: caller.user_id().unwrap_or_default().to_string() })
+    let you = caller.user_id().unwrap_or_default().to_string();
+    Ok(PeopleView { people, tokens, agents, you, now_ms: crate::store::now_ms() })
 }
 
 /// [`page`] for an admin; `None` for anyone else signed in (the Admin page then shows only
@@ -145,8 +158,8 @@ pub async fn create_user(store: &Store, caller: &Caller, new: NewUser) -> Result
     let role = role_of(&new.role)?;
     let name = admin::checked_name("name", &new.name)?;
     let generated = new.password.is_none();
-    let password = match admin::create_user(store, &name, role, new.password).await {
-        Ok(password) => password,
+    let (id, password) = match admin::add_user(store, &name, role, new.password).await {
+        Ok(added) => added,
         Err(err) => {
             return Err(match (err.downcast_ref::<FieldError>(), err.downcast_ref::<NameTaken>()) {
                 (Some(field), _) => field.clone().into(),
@@ -156,12 +169,10 @@ pub async fn create_user(store: &Store, caller: &Caller, new: NewUser) -> Result
         }
     };
     tracing::info!(user = name, role = role.as_str(), by, "user created");
-    let record =
-        store.user_by_name(&name).await?.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("user vanished")))?;
-    Ok(CreatedUser {
-        person: person_by_id(store, &record.id).await?,
-        generated_password: generated.then_some(password),
-    })
+    // Answered from what is in hand: a failed read now must not lose a password already set.
+    let person =
+        PersonView { id, name, role: role.as_str().to_string(), created_at_ms: crate::store::now_ms(), live_tokens: 0 };
+    Ok(CreatedUser { person, generated_password: generated.then_some(password) })
 }
 
 /// Gives a person another role (role admin); refused when it would leave no admin.
@@ -197,9 +208,8 @@ pub async fn create_token(store: &Store, caller: &Caller, new: NewToken) -> Resu
     let user_id =
         checked_id("user", &new.user_id).map_err(|_| FieldError::new("user_id", "is not the id of a user"))?;
     let user = store.user_by_id(user_id).await?.ok_or_else(|| FieldError::new("user_id", "is not the id of a user"))?;
-    let (secret, id) = admin::api_token_for(store, &user.id, new.expires_in_days).await?;
+    let (secret, id, expires_at_ms) = admin::api_token_for(store, &user.id, new.expires_in_days).await?;
     tracing::info!(token = id, user = user.name.as_str(), by, "API token created");
-    let expires_at_ms = tokens(store).await?.into_iter().find(|t| t.id == id).and_then(|t| t.expires_at_ms);
     Ok(CreatedToken { id, acts_as: user.name, secret, expires_at_ms, replaced: false })
 }
 
@@ -232,14 +242,19 @@ pub async fn create_agent(store: &Store, caller: &Caller, new: NewAgent) -> Resu
     let (by, _) = caller.require(Role::Admin)?;
     let name = admin::checked_name("name", &new.name)?;
     let exists = store.list_agents().await?.iter().any(|a| a.name == name);
-    if exists && !new.replace {
+    let secret = auth::new_token("hr_agent_");
+    let hash = auth::hash_token(&secret);
+    if new.replace {
+        store.upsert_agent(&name, &hash).await?;
+    } else if !store.insert_agent(&name, &hash).await? {
+        // Taken, by an earlier agent or by one issued a moment ago: never replaced unasked.
         return Err(ApiError::Conflict(format!(
             "an agent named '{name}' exists; replace its token (the old one stops working) or pick another name"
         )));
     }
-    let secret = admin::create_agent_token(store, &name).await?;
-    tracing::info!(agent = name, replaced = exists, by, "agent token issued");
-    Ok(CreatedToken { id: name.clone(), acts_as: name, secret, expires_at_ms: None, replaced: exists })
+    let replaced = new.replace && exists;
+    tracing::info!(agent = name, replaced, by, "agent token issued");
+    Ok(CreatedToken { id: name.clone(), acts_as: name, secret, expires_at_ms: None, replaced })
 }
 
 /// An answer that carries a secret: never kept by a cache or a browser's history.

@@ -97,6 +97,9 @@ pub async fn get_one(
         Some((id, ext)) => (id.to_string(), Some(ext.to_string())),
         None => (id, None),
     };
+    if !crate::store::could_be_id(&id) {
+        return Err(ApiError::NotFound("no report has an id like that".into()));
+    }
     let report = state.store.report(&id).await?.ok_or_else(|| ApiError::NotFound(format!("no report {id}")))?;
     let file = |bytes: Vec<u8>, mime: &str, ext: &str| {
         let name: String =

@@ -34,6 +34,13 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrati
 /// The longest id the store hands out (UUIDs are 36); a longer one names nothing stored.
 pub const MAX_ID_BYTES: usize = 64;
 
+/// Whether `id` has the shape of an id the store hands out (UUIDs, hex token ids): 1 to 64
+/// ASCII letters, digits and `-`. Anything else names nothing stored and is never sent to the
+/// database (Postgres refuses a NUL byte in text with an error, not an empty answer) nor echoed.
+pub fn could_be_id(id: &str) -> bool {
+    (1..=MAX_ID_BYTES).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DatabaseKind {

@@ -79,21 +79,31 @@ impl Store {
         Ok(n)
     }
 
-    /// Creates a user; fails when the name is taken.
+    /// Creates a user; fails with [`NameTaken`] when the name is taken, in any letter case ("Ana"
+    /// beside "ana" would read as one person on every page and export).
     pub async fn create_user(&self, name: &str, role: Role, password_hash: &str) -> anyhow::Result<String> {
         let id = Uuid::new_v4().to_string();
+        let (_writing, mut tx) = self.begin_write().await?;
+        let taken: Option<(String,)> = sqlx::query_as("SELECT name FROM users WHERE lower(name) = lower($1)")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some((existing,)) = taken {
+            return Err(NameTaken(existing).into());
+        }
         sqlx::query("INSERT INTO users (id, name, role, password_hash, created_at_ms) VALUES ($1, $2, $3, $4, $5)")
             .bind(&id)
             .bind(name)
             .bind(role.as_str())
             .bind(password_hash)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(|e| match e.as_database_error() {
                 Some(db) if db.is_unique_violation() => anyhow::Error::from(NameTaken(name.to_string())),
                 _ => anyhow::Error::from(e),
             })?;
+        tx.commit().await?;
         Ok(id)
     }
 
@@ -135,7 +145,8 @@ impl Store {
     /// other at once cannot both succeed.
     async fn change_person(&self, id: &str, role: Option<Role>) -> anyhow::Result<PersonChange> {
         let (_writing, mut tx) = self.begin_write().await?;
-        let lock = if self.backend == super::DatabaseKind::Postgres { " FOR UPDATE" } else { "" };
+        // In id order, so two changes at once take the locks in the same order (no deadlock).
+        let lock = if self.backend == super::DatabaseKind::Postgres { " ORDER BY id FOR UPDATE" } else { "" };
         let admins: Vec<(String,)> =
             sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT id FROM users WHERE role = 'admin'{lock}")))
                 .fetch_all(&mut *tx)
@@ -270,6 +281,21 @@ impl Store {
         .fetch_one(&self.pool)
         .await?;
         Ok(id)
+    }
+
+    /// Creates an agent; false (and nothing changed) when the name is taken.
+    pub async fn insert_agent(&self, name: &str, token_hash: &str) -> anyhow::Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO agents (id, name, token_hash, scope, created_at_ms) VALUES ($1, $2, $3, 'ingest', $4) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(Uuid::new_v4().to_string())
+        .bind(name)
+        .bind(token_hash)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     pub async fn agent_by_token(&self, token_hash: &str) -> anyhow::Result<Option<AgentRecord>> {

@@ -91,15 +91,14 @@ impl Store {
         Ok(found.iter().filter_map(|id| Uuid::parse_str(id).ok()).collect())
     }
 
-    /// Which of `ids` are in `table`'s `id` column, asked 500 at a time; ids longer than any
-    /// the store hands out are not looked up.
+    /// Which of `ids` are in `table`'s `id` column, asked 500 at a time; ids the store could not
+    /// have handed out are not looked up.
     async fn existing_ids<'a>(
         &self,
         table: &'static str,
         ids: impl Iterator<Item = &'a str>,
     ) -> anyhow::Result<HashSet<String>> {
-        let ids: Vec<&str> =
-            ids.filter(|id| id.len() <= super::MAX_ID_BYTES).collect::<HashSet<_>>().into_iter().collect();
+        let ids: Vec<&str> = ids.filter(|id| super::could_be_id(id)).collect::<HashSet<_>>().into_iter().collect();
         let mut found = HashSet::new();
         for chunk in ids.chunks(500) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();

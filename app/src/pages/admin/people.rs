@@ -78,14 +78,23 @@ pub fn People() -> impl IntoView {
             typed.agent_replace.set(false);
         }
     });
+    // Reload the lists once per form that did its work: each action's version counts its
+    // answers, so a later failure (whose value replaces the earlier success) reloads nothing.
+    let seen = StoredValue::new([0usize; 3]);
     Effect::new(move || {
-        // Each is read every time (no short-circuit), so the effect keeps tracking all three.
-        let done = [
-            matches!(add_user.value().get(), Some(Ok(_))),
-            matches!(issue_token.value().get(), Some(Ok(_))),
-            matches!(issue_agent.value().get(), Some(Ok(_))),
+        let answers = [
+            (add_user.version().get(), matches!(add_user.value().get(), Some(Ok(_)))),
+            (issue_token.version().get(), matches!(issue_token.value().get(), Some(Ok(_)))),
+            (issue_agent.version().get(), matches!(issue_agent.value().get(), Some(Ok(_)))),
         ];
-        if done.contains(&true) {
+        let mut reload = false;
+        seen.update_value(|seen| {
+            for (last, (version, ok)) in seen.iter_mut().zip(answers) {
+                reload |= version != *last && ok;
+                *last = version;
+            }
+        });
+        if reload {
             changed.run(());
         }
     });
@@ -113,7 +122,7 @@ fn Manage(
     issue_token: Action<(String, Option<u32>), Answer<CreatedToken>>,
     issue_agent: Action<(String, bool), Answer<CreatedToken>>,
 ) -> impl IntoView {
-    let now = crate::now_ms();
+    let now = v.now_ms;
     let you = v.you.clone();
     let admins = v.people.iter().filter(|p| p.role == "admin").count();
     let mut tokens = v.tokens.clone();
@@ -208,7 +217,9 @@ fn PersonRow(p: PersonView, yours: bool, changed: Callback<()>) -> impl IntoView
         <tr>
             <td data-label="Name">{p.name.clone()}{yours.then(|| view! { " "<span class="badge you">"you"</span> })}</td>
             <td data-label="Role">
-                <select aria-label=format!("Role of {name}") disabled=move || set_role.pending().get()
+                // Your own role is changed by another admin, so nobody locks themselves out by a slip.
+                <select aria-label=format!("Role of {name}") disabled=move || yours || set_role.pending().get()
+                    title=yours.then_some("another admin changes your role")
                     prop:value=move || role.get()
                     on:change=move |ev| {
                         let chosen = event_target_value(&ev);
