@@ -322,11 +322,13 @@ fn IssueToken(
     typed: Typed,
     issue_token: Action<(String, Option<u32>), Answer<CreatedToken>>,
 ) -> impl IntoView {
-    let Typed { token_user: user, token_days: days, .. } = typed;
+    let Typed { token_user: typed_user, token_days: days, .. } = typed;
+    let ids: Vec<String> = choices.iter().map(|(id, _)| id.clone()).collect();
     // The person picked before, while they are still listed; else the first.
-    if !choices.iter().any(|(id, _)| *id == user.get_untracked()) {
-        user.set(choices.first().map(|(id, _)| id.clone()).unwrap_or_default());
-    }
+    let user = Memo::new(move |_| {
+        let picked = typed_user.get();
+        if ids.contains(&picked) { picked } else { ids.first().cloned().unwrap_or_default() }
+    });
     let picked = user.get_untracked();
     // Empty means never; anything else must be a whole number of days.
     let parsed = move || {
@@ -342,7 +344,7 @@ fn IssueToken(
         <div class="card">
             <h3>"Issue an API token"</h3>
             <div class="inline-form">
-                <label>"Acts as "<select id="token-user" prop:value=move || user.get() on:change=move |ev| user.set(event_target_value(&ev))>
+                <label>"Acts as "<select id="token-user" prop:value=move || user.get() on:change=move |ev| typed_user.set(event_target_value(&ev))>
                     {choices.into_iter().map(|(id, name)| view! { <option selected=id == picked value=id>{name}</option> }).collect_view()}
                 </select></label>
                 <label>"Expires in days "<input id="token-days" type="text" inputmode="numeric" size="6" placeholder="never"
