@@ -69,9 +69,13 @@ struct EndpointArgs {
     /// endpoint: start at a low rate, then double it until the service saturates.
     #[arg(long, help_heading = "Endpoint")]
     sweep: bool,
-    /// endpoint: poisson, constant, gamma:CV or trace:FILE (a CSV of send offsets in seconds).
-    #[arg(long, default_value = "poisson", value_parser = endpoint::arrivals::Arrivals::parse, help_heading = "Endpoint")]
-    arrivals: endpoint::arrivals::Arrivals,
+    /// endpoint: closed loop instead of open: requests kept in flight, back to back, one step
+    /// each, e.g. 1,4,16 (as `wrk -cN` and perf_analyzer do).
+    #[arg(long, value_delimiter = ',', value_parser = endpoint::parse_concurrency, help_heading = "Endpoint")]
+    concurrency: Vec<u32>,
+    /// endpoint: poisson (default), constant, gamma:CV or trace:FILE (a CSV of send offsets in seconds).
+    #[arg(long, value_parser = endpoint::arrivals::Arrivals::parse, help_heading = "Endpoint")]
+    arrivals: Option<endpoint::arrivals::Arrivals>,
     /// endpoint: measured time per step (default 20s; 5s with --quick).
     #[arg(long, value_parser = endpoint::parse_duration, help_heading = "Endpoint")]
     duration: Option<Duration>,
@@ -129,14 +133,25 @@ impl EndpointArgs {
         let protocol = self
             .protocol
             .with_context(|| format!("run endpoint needs --protocol ({})", endpoint::protocol::Protocol::NAMES))?;
-        let trace = matches!(self.arrivals, endpoint::arrivals::Arrivals::Trace(_));
+        let trace = matches!(self.arrivals, Some(endpoint::arrivals::Arrivals::Trace(_)));
+        let closed = !self.concurrency.is_empty();
+        anyhow::ensure!(
+            !closed || (self.arrivals.is_none() && !self.sweep && self.rates.is_empty()),
+            "--concurrency runs a closed loop, which has no arrival schedule: drop --rates, --sweep and --arrivals"
+        );
         match (trace, self.sweep, self.rates.is_empty()) {
+            _ if closed => {}
             (true, false, true) => {}
             (true, _, _) => anyhow::bail!("--arrivals trace:FILE replays its own offsets: drop --rates and --sweep"),
             (false, true, false) => anyhow::bail!("give --rates or --sweep, not both"),
-            (false, false, true) => anyhow::bail!("run endpoint needs --rates R1,R2,… or --sweep"),
+            (false, false, true) => {
+                anyhow::bail!(
+                    "run endpoint needs --rates R1,R2,… or --sweep (open loop), or --concurrency N1,N2,… (closed loop)"
+                )
+            }
             _ => {}
         }
+        anyhow::ensure!(self.concurrency.len() <= 32, "--concurrency takes at most 32 values");
         anyhow::ensure!((1..=100_000).contains(&self.max_in_flight), "--max-in-flight must be 1 to 100000");
         anyhow::ensure!(self.rates.len() <= 32, "--rates takes at most 32 rates");
         anyhow::ensure!(
@@ -175,7 +190,8 @@ impl EndpointArgs {
             authorization,
             rates: self.rates,
             sweep: self.sweep,
-            arrivals: self.arrivals,
+            concurrency: self.concurrency,
+            arrivals: self.arrivals.unwrap_or(endpoint::arrivals::Arrivals::Poisson),
             duration: self.duration,
             warmup: self.warmup,
             max_in_flight: self.max_in_flight,

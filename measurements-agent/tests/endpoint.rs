@@ -206,6 +206,36 @@ fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_count
     assert!(run.measurements.iter().any(|m| m.case == "endpoint_goodput"), "an SLO gives goodput");
     assert_eq!(spooled(spool.path()), 1, "the run waits in the spool for a server");
 
+    // Closed loop, as wrk and perf_analyzer load: a fixed number in flight, back to back.
+    let out = agent(
+        &["run", "endpoint", "--target", &url, "--protocol", "kserve-v2", "--model", "digits", "--concurrency", "1,4"]
+            .iter()
+            .chain(&["--duration", "2s", "--warmup", "1s", "--json"])
+            .copied()
+            .collect::<Vec<_>>(),
+        spool.path(),
+    );
+    let run = printed_run(&out);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(steps(&run), 2);
+    for (step, in_flight) in [(1, 1u32), (2, 4)] {
+        let latency = at(&run, "endpoint_latency", step);
+        assert_eq!((param(latency, "load"), param(latency, "in_flight")), ("closed", &*in_flight.to_string()));
+        assert!(!latency.parameters.contains_key("rate") && !latency.parameters.contains_key("arrivals"));
+        assert_eq!(p(at(&run, "endpoint_error_rate", step)).mean, 0.0);
+        // Little's law: N in flight, each answered after R on average, is N / R a second (less
+        // the client's own moment between an answer and the next send).
+        let achieved = p(at(&run, "endpoint_achieved_rate", step)).mean;
+        let little = achieved * p(latency).mean / f64::from(in_flight);
+        assert!((0.7..=1.05).contains(&little), "step {step}: X·R/N = {little}: {}", text(&out));
+    }
+    assert!(
+        !run.measurements.iter().any(|m| m.case == "endpoint_send_lag"),
+        "a closed loop has no schedule to lag behind"
+    );
+    assert!(text(&out).contains("4 in flight, achieved"), "{}", text(&out));
+    assert_eq!(spooled(spool.path()), 2);
+
     // The model unloaded mid-run: failures are counted by kind and the run is still stored.
     let unload = {
         let url = url.clone();
@@ -230,7 +260,7 @@ fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_count
     assert!(errors.iter().all(|m| param(m, "kind").starts_with("http_4")), "{errors:?}");
     assert!(p(at(&run, "endpoint_latency", 1)).samples > 10, "requests before the unload succeeded");
     assert!(p(at(&run, "endpoint_error_rate", 1)).mean > 0.05);
-    assert_eq!(spooled(spool.path()), 2);
+    assert_eq!(spooled(spool.path()), 3);
 }
 
 #[test]
@@ -458,6 +488,18 @@ fn bad_targets_and_arguments_are_named_and_failures_are_counted() {
         agent(&["run", "endpoint", "--target", &nowhere, "--protocol", "http-json", "--rates", "0"], spool.path());
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("--rates"), "{}", text(&out));
+    let out = agent(
+        &["run", "endpoint", "--target", &nowhere, "--protocol", "http-json", "--concurrency", "0"],
+        spool.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("--concurrency takes requests in flight from 1 to 4096"), "{}", text(&out));
+    let out = agent(
+        &["run", "endpoint", "--target", &nowhere, "--protocol", "http-json", "--concurrency", "4", "--rates", "5"],
+        spool.path(),
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("drop --rates, --sweep and --arrivals"), "{}", text(&out));
     let trace = dir.path().join("trace.csv");
     std::fs::write(&trace, "offset_s\n0.0\n-0.5\n").unwrap();
     let arrivals = format!("trace:{}", trace.display());

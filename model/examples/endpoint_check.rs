@@ -1,5 +1,6 @@
 //! Prints the queueing model's check against an endpoint run: each step's measured p50/p99
-//! beside M/G/c's at the offered rate, and the calibration, once for each way of fitting the
+//! beside M/G/c's at the offered rate (closed-loop steps: the closed-loop model's at their
+//! requests in flight), and the calibration, once for each way of fitting the
 //! service time's variation (the histogram's two moments, the product's default, and the tail).
 //!
 //! `measurements-agent run endpoint … --json > run.json; cargo run -p model --example endpoint_check -- run.json`
@@ -36,15 +37,16 @@ fn print_check(steps: &[model::plan::endpoint::Step], fit: Fit) {
         c.saturation_rps
     );
     println!(
-        "| step | offered/s | achieved/s | util | p50 meas ms | p50 model ms | p99 meas ms | p99 model ms | p99 error | counted |"
+        "| step | offered/s (in flight) | achieved/s | util | p50 meas ms | p50 model ms | p99 meas ms | p99 model ms | p99 error | counted |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let ms = |v: Option<f64>| v.map_or("unbounded".to_string(), |v| format!("{:.2}", v * 1e3));
     for (p, s) in check.predictions.iter().zip(steps) {
         println!(
-            "| {} | {:.1} | {:.1} | {:.0} % | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.1}{} | {:.1} | {:.0} % | {} | {} | {} | {} | {} | {} |",
             p.step,
             p.offered,
+            p.in_flight.map(|n| format!(" ({n})")).unwrap_or_default(),
             s.achieved,
             p.utilization * 100.0,
             ms(p.measured_p50),
@@ -56,6 +58,9 @@ fn print_check(steps: &[model::plan::endpoint::Step], fit: Fit) {
         );
     }
     match (check.mape_p99, check.worst_p99) {
+        (Some(mape), Some(worst)) if steps.iter().all(|s| s.in_flight.is_some()) => {
+            println!("p99 error of the closed-loop model: mean {:.0} %, worst {:.0} %", mape * 100.0, worst * 100.0)
+        }
         (Some(mape), Some(worst)) => println!(
             "p99 error below {:.0} % utilisation: mean {:.0} %, worst {:.0} %",
             COUNTED_BELOW_UTILIZATION * 100.0,

@@ -97,3 +97,66 @@ fn mgc_p99_is_within_12_percent_below_or_25_percent_above_simulation() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Service time drawn as the queue model assumes it: gamma with this mean and cv.
+fn service(rng: &mut Rng, mean: f64, cv: f64) -> f64 {
+    if cv == 0.0 {
+        return mean;
+    }
+    let shape = 1.0 / (cv * cv);
+    gamma(rng, shape) * mean / shape
+}
+
+/// A closed loop: `n` requests sent back to back to `c` servers, first come first served; the
+/// p50 and p99 of response time after a warm-up.
+fn simulate_closed(n: u32, mean: f64, cv: f64, c: u32, requests: usize, seed: u64) -> (f64, f64) {
+    let mut rng = Rng::seeded(seed);
+    let mut free_at: BinaryHeap<Reverse<u64>> = (0..c).map(|_| Reverse(0u64)).collect();
+    // When each request in flight was sent: all at once at the start, then each when answered.
+    let mut sent_at: BinaryHeap<Reverse<u64>> = (0..n).map(|_| Reverse(0u64)).collect();
+    let warmup = requests / 10;
+    let mut responses = Vec::with_capacity(requests);
+    for i in 0..requests + warmup {
+        let Reverse(sent) = sent_at.pop().unwrap();
+        let Reverse(free) = free_at.pop().unwrap();
+        let done = sent.max(free) + (service(&mut rng, mean, cv) * 1e9) as u64;
+        free_at.push(Reverse(done));
+        sent_at.push(Reverse(done));
+        if i >= warmup {
+            responses.push((done - sent) as f64 / 1e9);
+        }
+    }
+    responses.sort_by(f64::total_cmp);
+    let at = |q: f64| responses[(q * responses.len() as f64) as usize];
+    (at(0.5), at(0.99))
+}
+
+/// The closed-loop approximation (`model::plan::endpoint::closed_loop`) against simulation of
+/// the loop it describes, at and beyond the servers' count (up to it, it is the service time
+/// itself). Measured over this grid: p50 within 5 % (worst +4.2 % at cv = 1, c = 8, N = 16), p99
+/// within 12 % (worst −11.1 % at cv = 1.5, c = 8, N = 32).
+#[test]
+fn closed_loop_p50_within_6_and_p99_within_12_percent_of_simulation() {
+    let mean = 0.01;
+    let mut failures = Vec::new();
+    for cv in [0.3, 0.5, 1.0, 1.5] {
+        for c in [1u32, 2, 4, 8] {
+            for n in [c, c + 1, 2 * c, 4 * c, 16 * c].into_iter().collect::<std::collections::BTreeSet<_>>() {
+                let model = model::plan::endpoint::closed_loop(mean, cv, c, n).unwrap();
+                let (p50, p99) = (model.quantile(0.5), model.quantile(0.99));
+                let (s50, s99) = simulate_closed(n, mean, cv, c, 200_000, 11 + u64::from(n));
+                let (e50, e99) = ((p50 - s50) / s50, (p99 - s99) / s99);
+                let line = format!(
+                    "cv={cv} c={c} N={n}: p50 {p50:.5}/{s50:.5} ({:+.1}%), p99 {p99:.5}/{s99:.5} ({:+.1}%)",
+                    e50 * 100.0,
+                    e99 * 100.0
+                );
+                eprintln!("{line}");
+                if e50.abs() > 0.06 || e99.abs() > 0.12 {
+                    failures.push(line);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -147,30 +147,45 @@ pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
     Some(line_chart(&chart))
 }
 
-/// Measured and predicted p99 latency against the offered rate of an endpoint run.
+/// Measured and predicted p99 latency against the offered rate of an open-loop endpoint run,
+/// or against the requests in flight of a closed-loop one.
 pub fn endpoint_chart(check: &endpoint::Check) -> Option<String> {
+    let closed = check.predictions.iter().all(|p| p.in_flight.is_some());
+    let load = |p: &endpoint::Prediction| if closed { p.in_flight.map_or(0.0, f64::from) } else { p.offered };
     // In order of load: a sweep's last step sits between two earlier ones.
-    let mut by_rate: Vec<&endpoint::Prediction> = check.predictions.iter().collect();
-    by_rate.sort_by(|a, b| a.offered.total_cmp(&b.offered));
-    let measured: Vec<(f64, f64)> = by_rate.iter().filter_map(|p| Some((p.offered, p.measured_p99?))).collect();
+    let mut by_load: Vec<&endpoint::Prediction> = check.predictions.iter().collect();
+    by_load.sort_by(|a, b| load(a).total_cmp(&load(b)));
+    let measured: Vec<(f64, f64)> = by_load.iter().filter_map(|p| Some((load(p), p.measured_p99?))).collect();
     if measured.len() < 2 {
         return None;
     }
-    let predicted: Vec<(f64, f64)> = by_rate.iter().filter_map(|p| Some((p.offered, p.p99?))).collect();
-    let mut chart = LineChart::new(
-        "P99 latency vs offered load: measured and M/G/c",
-        "offered requests per second (log)",
-        "P99 latency (log)",
-    );
+    let predicted: Vec<(f64, f64)> = by_load.iter().filter_map(|p| Some((load(p), p.p99?))).collect();
+    let c = check.calibration.concurrency;
+    let (title, x_label, model) = if closed {
+        (
+            "P99 latency vs requests in flight: measured and the closed-loop model",
+            "requests in flight (log)",
+            format!("closed loop, c = {c}"),
+        )
+    } else {
+        ("P99 latency vs offered load: measured and M/G/c", "offered requests per second (log)", format!("M/G/{c}"))
+    };
+    let mut chart = LineChart::new(title, x_label, "P99 latency (log)");
     chart.x_log = true;
     chart.y_log = true;
-    chart.x_format = |v| format!("{v:.0}/s");
+    chart.x_format = if closed { |v| format!("{v:.0}") } else { |v| format!("{v:.0}/s") };
     chart.y_format = seconds;
     chart.series.push(Series::new("measured P99", measured));
     if !predicted.is_empty() {
-        chart.series.push(Series::new(format!("predicted P99 (M/G/{})", check.calibration.concurrency), predicted));
+        chart.series.push(Series::new(format!("predicted P99 ({model})"), predicted));
     }
-    chart.x_rules.push(ChartRule { at: check.calibration.saturation_rps, label: "highest throughput achieved".into() });
+    if closed {
+        chart.x_rules.push(ChartRule { at: f64::from(c), label: format!("{c} served at once") });
+    } else {
+        chart
+            .x_rules
+            .push(ChartRule { at: check.calibration.saturation_rps, label: "highest throughput achieved".into() });
+    }
     Some(line_chart(&chart))
 }
 
@@ -198,38 +213,60 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
             c.concurrency, c.saturation_rps
         )
     };
+    let closed = steps.iter().all(|s| s.in_flight.is_some());
+    let counted = check.predictions.iter().filter(|p| p.counted).count();
     let error = match (check.mape_p99, check.worst_p99) {
-        (Some(mape), Some(worst)) => format!(
-            "The model's P99 is off by {:.0} % on average over the {} steps below {:.0} % utilisation (worst {:.0} %).",
+        (Some(mape), Some(worst)) if closed => format!(
+            "The closed-loop model's P99 is off by {:.0} % on average over the {counted} other steps (worst {:.0} %).",
             mape * 100.0,
-            check.predictions.iter().filter(|p| p.counted).count(),
+            worst * 100.0
+        ),
+        (Some(mape), Some(worst)) => format!(
+            "The model's P99 is off by {:.0} % on average over the {counted} steps below {:.0} % utilisation (worst {:.0} %).",
+            mape * 100.0,
             endpoint::COUNTED_BELOW_UTILIZATION * 100.0,
             worst * 100.0
         ),
+        _ if closed => "Only the calibration step ran without errors, so the model's error is not known yet: load it at more concurrencies.".into(),
         _ => "No step besides the calibration step ran below 80 % utilisation, so the model's error is not known yet: sweep at more rates.".into(),
+    };
+    let (load_head, how) = if closed {
+        (
+            "In flight",
+            "Closed loop: each step kept a number of requests in flight, each sent when the last was answered (latency from the actual send).",
+        )
+    } else {
+        ("Offered", "Open loop: requests were sent on a schedule, latency timed from the scheduled send.")
     };
     let chart = endpoint_chart(&check);
     view! {
         <section class="card" data-out="endpoint-check">
             <h2>"Your service under load"</h2>
             <p>{format!("Service time {} (coefficient of variation {:.2}, from step {}); concurrency {}.", seconds(c.service_mean), c.service_cv, c.base_step, concurrency)}</p>
+            <p>{how}</p>
             <p data-out="model-error">{error}</p>
             {chart.map(|svg| view! { <div class="chart" data-chart="endpoint" inner_html=svg></div> })}
             <div tabindex="0" class="table-wrap">
                 <table class="stack endpoint-steps">
-                    <thead><tr><th>"Step"</th><th>"Offered"</th><th>"Achieved"</th><th>"Errors"</th><th>"P50 measured"</th><th>"P50 model"</th><th>"P99 measured"</th><th>"P99 model"</th><th>"P99 error"</th><th>"Utilisation"</th><th>"Note"</th></tr></thead>
+                    <thead><tr><th>"Step"</th><th>{load_head}</th><th>"Achieved"</th><th>"Errors"</th><th>"P50 measured"</th><th>"P50 model"</th><th>"P99 measured"</th><th>"P99 model"</th><th>"P99 error"</th><th>"Utilisation"</th><th>"Note"</th></tr></thead>
                     <tbody>
                         {check.predictions.iter().zip(&steps).map(|(p, s)| {
                             let note = if s.client_limited { "client-limited: not trusted" }
-                                else if s.saturated { "saturated" }
                                 else if p.step == c.base_step { "calibration step" }
+                                else if s.saturated && p.counted { "saturated (counted: a closed loop's queue is bounded)" }
+                                else if s.saturated { "saturated" }
+                                else if !p.counted && p.in_flight.is_some() { "not counted (over 1 % errors)" }
                                 else if !p.counted { "not counted (≥ 80 %)" }
                                 else { "" };
+                            let load = match p.in_flight {
+                                Some(n) => n.to_string(),
+                                None => format!("{:.1}/s", p.offered),
+                            };
                             let time = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "–".into());
                             view! {
                                 <tr>
                                     <td data-label="Step">{p.step}</td>
-                                    <td data-label="Offered">{format!("{:.1}/s", p.offered)}</td>
+                                    <td data-label=load_head>{load}</td>
                                     <td data-label="Achieved">{format!("{:.1}/s", s.achieved)}</td>
                                     <td data-label="Errors">{format!("{:.1} %", s.error_rate * 100.0)}</td>
                                     <td data-label="P50 measured">{time(p.measured_p50)}</td>
@@ -372,5 +409,37 @@ fn Run(view: RunView) -> impl IntoView {
                 </table>
             </div>
         </details>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(step: u32, offered: f64, p99: f64, in_flight: Option<u32>) -> endpoint::Step {
+        endpoint::Step {
+            step,
+            offered,
+            achieved: offered.min(200.0),
+            mean: Some(p99 / 2.0),
+            p50: Some(p99 / 2.2),
+            p99: Some(p99),
+            cv: Some(0.5),
+            error_rate: 0.0,
+            saturated: false,
+            client_limited: false,
+            in_flight,
+        }
+    }
+
+    #[test]
+    fn a_closed_loop_run_is_charted_against_requests_in_flight() {
+        let closed = [step(1, 100.0, 0.02, Some(1)), step(2, 200.0, 0.03, Some(4)), step(3, 200.0, 0.09, Some(16))];
+        let svg = endpoint_chart(&endpoint::check(&closed).unwrap()).unwrap();
+        assert!(svg.contains("requests in flight") && svg.contains("closed loop, c = 2"), "{svg}");
+        assert!(!svg.contains("offered requests per second"));
+        let open = [step(1, 10.0, 0.02, None), step(2, 100.0, 0.03, None), step(3, 400.0, 0.9, None)];
+        let svg = endpoint_chart(&endpoint::check(&open).unwrap()).unwrap();
+        assert!(svg.contains("offered requests per second") && svg.contains("M/G/"), "{svg}");
     }
 }

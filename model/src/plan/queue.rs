@@ -63,6 +63,23 @@ impl Service {
         }
     }
 
+    /// The mean.
+    pub fn mean(&self) -> f64 {
+        match self {
+            Service::Deterministic(m) => *m,
+            Service::Exponential(mu) => 1.0 / mu,
+            Service::Gamma(g) => g.shape() / g.rate(),
+        }
+    }
+
+    /// The q-quantile (`q` in (0, 1)).
+    pub fn quantile(&self, q: f64) -> f64 {
+        match self {
+            Service::Deterministic(m) => *m,
+            _ => quantile_of(|t| 1.0 - self.cdf(t), q, self.mean()),
+        }
+    }
+
     /// P(S + W' > t) for W' ~ Exp(theta).
     fn tail_with_wait(&self, theta: f64, t: f64) -> f64 {
         match self {

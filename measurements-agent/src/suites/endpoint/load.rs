@@ -1,6 +1,8 @@
-//! The open-loop driver: one thread sends on a schedule fixed in advance, a small runtime
-//! carries the requests, and every latency is timed from the *scheduled* send, so a stalled
-//! server shows up as latency rather than as fewer requests (no coordinated omission).
+//! The load drivers. Open loop ([`run`]): one thread sends on a schedule fixed in advance, a
+//! small runtime carries the requests, and every latency is timed from the *scheduled* send, so
+//! a stalled server shows up as latency rather than as fewer requests (no coordinated
+//! omission). Closed loop ([`run_closed`]): a fixed number of requests in flight, back to back,
+//! for comparing like with like with closed-loop tools.
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -122,6 +124,74 @@ pub fn run(
             })
         })
         .collect();
+    Ran { outcomes, cpu }
+}
+
+/// Closed loop, as `wrk -cN` and perf_analyzer run by default: `in_flight` workers each send
+/// a request, wait for its answer and send the next at once, for `span` seconds. Latency is
+/// timed from each actual send (a closed loop has no schedule, so a stalled server shows as
+/// fewer requests rather than as latency: the price of comparing like with like with those
+/// tools). Outcomes are in order of their send.
+pub fn run_closed(
+    runtime: &tokio::runtime::Runtime,
+    client: &Arc<Client>,
+    target: &Arc<Prepared>,
+    in_flight: usize,
+    span: f64,
+    timeout: Duration,
+    workers: usize,
+) -> Ran {
+    let cpu_before = Usage::now();
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(span);
+    let next_body = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let per_worker = runtime.block_on(async {
+        let tasks: Vec<_> = (0..in_flight)
+            .map(|_| {
+                let (client, target, next_body) = (client.clone(), target.clone(), next_body.clone());
+                tokio::spawn(async move {
+                    let mut outcomes = Vec::new();
+                    loop {
+                        let sent = Instant::now();
+                        if sent >= end {
+                            return outcomes;
+                        }
+                        let i = next_body.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let body = target.bodies[i % target.bodies.len()].clone();
+                        let result = tokio::time::timeout(timeout, client.send(&target, body))
+                            .await
+                            .unwrap_or(Err(Failure::Timeout));
+                        let done = Instant::now();
+                        let (first_token, gaps) = match &result {
+                            Ok(Some(tokens)) => timing(tokens, sent),
+                            _ => (None, Vec::new()),
+                        };
+                        outcomes.push(Outcome {
+                            offset: sent.duration_since(start).as_secs_f64(),
+                            lag: Duration::ZERO,
+                            capped: false,
+                            latency: done.duration_since(sent),
+                            finished: done.duration_since(start).as_secs_f64(),
+                            result,
+                            first_token,
+                            gaps,
+                        });
+                    }
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for task in tasks {
+            // A worker panics only on a bug; its requests are then missing, not invented.
+            all.push(task.await.unwrap_or_default());
+        }
+        all
+    });
+    let wall = start.elapsed().as_secs_f64().max(1e-9);
+    // Only the runtime's workers do the client's work here.
+    let cpu = Usage::now().since(&cpu_before).cpu_s() / wall / workers as f64;
+    let mut outcomes: Vec<Outcome> = per_worker.into_iter().flatten().collect();
+    outcomes.sort_by(|a, b| a.offset.total_cmp(&b.offset));
     Ran { outcomes, cpu }
 }
 

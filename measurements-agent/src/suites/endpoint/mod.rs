@@ -34,6 +34,11 @@ const SATURATED_ERRORS: f64 = 0.01;
 const CLIENT_CPU_LIMIT: f64 = 0.9;
 /// Most steps of a sweep.
 const MAX_SWEEP_STEPS: usize = 12;
+/// A closed-loop step with more requests in flight than an earlier one is saturated when its
+/// throughput is less than this multiple of the earlier one's best: more callers bought nothing.
+const CLOSED_GAIN: f64 = 1.1;
+/// The most requests in flight of a closed-loop step.
+pub const MAX_CONCURRENCY: u32 = 4096;
 
 /// What to load and how.
 #[derive(Debug, Clone)]
@@ -46,6 +51,8 @@ pub struct Config {
     /// Fixed rates per second; empty with `sweep`.
     pub rates: Vec<f64>,
     pub sweep: bool,
+    /// Closed loop instead: requests in flight, one step each; empty for open loop.
+    pub concurrency: Vec<u32>,
     pub arrivals: Arrivals,
     pub duration: Option<Duration>,
     pub warmup: Option<Duration>,
@@ -158,6 +165,14 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Requests kept in flight by a closed-loop step: 1 to [`MAX_CONCURRENCY`].
+pub fn parse_concurrency(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_CONCURRENCY).contains(&n) => Ok(n),
+        _ => Err(format!("--concurrency takes requests in flight from 1 to {MAX_CONCURRENCY}, not '{text}'")),
+    }
+}
+
 /// The target's URL as stored: scheme, host, port and path; never credentials or a query.
 pub fn public_url(url: &str) -> anyhow::Result<String> {
     // The error does not repeat the URL: it may hold a secret.
@@ -192,7 +207,8 @@ impl Benchmark for EndpointSuite {
             .enable_all()
             .build()?;
         let authorization = config.authorization.as_ref().map(|s| s.0.clone());
-        let client = Arc::new(Client::new(config.timeout, config.max_in_flight, authorization)?);
+        let pool = config.concurrency.iter().map(|&n| n as usize).fold(config.max_in_flight, usize::max);
+        let client = Arc::new(Client::new(config.timeout, pool, authorization)?);
         let prepared =
             runtime.block_on(protocol::prepare(&client, &config.target, config.protocol, &config.options))?;
         let target = Arc::new(prepared);
@@ -217,8 +233,11 @@ impl Benchmark for EndpointSuite {
         let mut base = BTreeMap::new();
         base.insert("target".to_string(), public.clone());
         base.insert("protocol".to_string(), config.protocol.as_str().to_string());
-        base.insert("arrivals".to_string(), config.arrivals.label());
-        base.insert("seed".to_string(), seed.to_string());
+        // A closed loop has no arrival schedule.
+        if config.concurrency.is_empty() {
+            base.insert("arrivals".to_string(), config.arrivals.label());
+            base.insert("seed".to_string(), seed.to_string());
+        }
         for (key, value) in
             [("model", &target.model), ("model_version", &target.model_version), ("server", &target.server)]
         {
@@ -241,12 +260,29 @@ impl Benchmark for EndpointSuite {
             };
             Ok(Step::summarise(rate, window, &ran, &config.slo, config.protocol.is_llm(), config.max_send_lag))
         };
+        let run_closed_step = |in_flight: u32| -> Step {
+            let span = (warmup + duration).as_secs_f64();
+            let n = in_flight as usize;
+            let ran = load::run_closed(&runtime, &client, &target, n, span, config.timeout, workers);
+            let window = (warmup.as_secs_f64(), span);
+            let mut step =
+                Step::summarise(0.0, window, &ran, &config.slo, config.protocol.is_llm(), config.max_send_lag);
+            step.in_flight = Some(in_flight);
+            step
+        };
 
         let mut steps: Vec<Step> = Vec::new();
         let report = |step: &Step, steps: &[Step], progress: &mut Progress| {
             progress.line(&format!("  step {}: {}", steps.len() + 1, step.line()));
         };
-        if let Arrivals::Trace(_) = config.arrivals {
+        if !config.concurrency.is_empty() {
+            for &in_flight in &config.concurrency {
+                let mut step = run_closed_step(in_flight);
+                step.judge_closed(steps.iter().find(|s| !s.latency.is_empty()), &steps);
+                report(&step, &steps, progress);
+                steps.push(step);
+            }
+        } else if let Arrivals::Trace(_) = config.arrivals {
             let step = run_step(0.0, &mut rng)?;
             report(&step, &steps, progress);
             steps.push(step);
@@ -394,6 +430,8 @@ fn encode(h: &Histogram<u64>) -> Option<String> {
 /// One step's figures.
 struct Step {
     rate: f64,
+    /// Closed loop: the requests kept in flight; `None` for an open-loop step.
+    in_flight: Option<u32>,
     offered: f64,
     achieved: f64,
     goodput: Option<f64>,
@@ -499,6 +537,7 @@ impl Step {
             || capped as f64 > 0.01 * measured.len() as f64;
         Step {
             rate,
+            in_flight: None,
             offered: measured.len() as f64 / window,
             achieved: ok as f64 / window,
             goodput: slo.is_set().then(|| good as f64 / window),
@@ -526,17 +565,31 @@ impl Step {
             self.achieved < SATURATED_ACHIEVED * self.offered || slow || self.error_rate() > SATURATED_ERRORS;
     }
 
+    /// A closed-loop step: saturated, besides as [`Step::judge`] says, when it achieved less
+    /// than [`CLOSED_GAIN`] × the best of the steps with fewer requests in flight.
+    fn judge_closed(&mut self, unloaded: Option<&Step>, earlier: &[Step]) {
+        self.judge(unloaded);
+        let fewer = earlier.iter().filter(|s| s.in_flight < self.in_flight && !s.client_limited);
+        let best = fewer.map(|s| s.achieved).fold(None, |best: Option<f64>, a| Some(best.map_or(a, |b| b.max(a))));
+        self.saturated |= best.is_some_and(|best| self.achieved < CLOSED_GAIN * best);
+    }
+
     fn line(&self) -> String {
         let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 * 1e-6;
+        let load = match self.in_flight {
+            Some(n) => format!("{n} in flight, achieved {:.1}/s", self.achieved),
+            None => format!(
+                "offered {:.1}/s, achieved {:.1}/s, send lag p99 {:.3} ms",
+                self.offered,
+                self.achieved,
+                ms(&self.lag, 0.99)
+            ),
+        };
         let mut line = format!(
-            "offered {:.1}/s, achieved {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.1}%, send lag p99 {:.3} ms, \
-             client CPU {:.0}%",
-            self.offered,
-            self.achieved,
+            "{load}, p50 {:.2} ms, p99 {:.2} ms, errors {:.1}%, client CPU {:.0}%",
             ms(&self.latency, 0.5),
             ms(&self.latency, 0.99),
             self.error_rate() * 100.0,
-            ms(&self.lag, 0.99),
             self.cpu * 100.0
         );
         if let Some(llm) = &self.llm {
@@ -559,7 +612,16 @@ impl Step {
     fn measurements(&self, index: usize, base: &BTreeMap<String, String>) -> Vec<Measurement> {
         let mut parameters = base.clone();
         parameters.insert("step".into(), index.to_string());
-        parameters.insert("rate".into(), format!("{}", self.rate));
+        match self.in_flight {
+            Some(n) => {
+                parameters.insert("load".into(), "closed".into());
+                parameters.insert("in_flight".into(), n.to_string());
+            }
+            None => {
+                parameters.insert("load".into(), "open".into());
+                parameters.insert("rate".into(), format!("{}", self.rate));
+            }
+        }
         parameters.insert("client_limited".into(), self.client_limited.to_string());
         parameters.insert("saturated".into(), self.saturated.to_string());
         let make = |case: &str,
@@ -593,10 +655,13 @@ impl Step {
             make(Case::EndpointOfferedRate.as_str(), Unit::RequestsPerSecond, single(self.offered), None, &[]),
             make(Case::EndpointAchievedRate.as_str(), Unit::RequestsPerSecond, single(self.achieved), None, &[]),
             make(Case::EndpointErrorRate.as_str(), Unit::Ratio, single(self.error_rate()), None, &[]),
-            make("endpoint_send_lag", Unit::Seconds, seconds_stats(&self.lag), Some(&self.lag), &[]),
             make("endpoint_client_cpu", Unit::Ratio, single(self.cpu), None, &[]),
-            make("endpoint_capped", Unit::Count, single(self.capped as f64), None, &[]),
         ];
+        // A closed loop sends when the last answer came: no schedule to lag behind or cap.
+        if self.in_flight.is_none() {
+            out.push(make("endpoint_send_lag", Unit::Seconds, seconds_stats(&self.lag), Some(&self.lag), &[]));
+            out.push(make("endpoint_capped", Unit::Count, single(self.capped as f64), None, &[]));
+        }
         for (kind, count) in &self.errors {
             out.push(make("endpoint_errors", Unit::Count, single(*count as f64), None, &[("kind", kind.clone())]));
         }
@@ -684,6 +749,39 @@ mod tests {
         let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
         step.judge(None);
         assert!(step.saturated && step.errors.get("http_503") == Some(&20), "{:?}", step.errors);
+    }
+
+    #[test]
+    fn a_closed_loop_step_saturates_when_more_in_flight_buys_no_throughput() {
+        // Back-to-back requests of 10 ms: 100/s with one in flight.
+        let closed = |n: u32, latency: f64, per_second: f64| {
+            let outcomes =
+                (0..(per_second * 5.0) as usize).map(|i| outcome(i as f64 / per_second, latency, Ok(None))).collect();
+            let ran = load::Ran { outcomes, cpu: 0.01 };
+            let mut step = Step::summarise(0.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+            step.in_flight = Some(n);
+            step
+        };
+        let mut one = closed(1, 0.010, 100.0);
+        one.judge_closed(None, &[]);
+        let mut four = closed(4, 0.011, 360.0);
+        four.judge_closed(Some(&one), std::slice::from_ref(&one));
+        assert!(!one.saturated && !four.saturated, "{} / {}", one.line(), four.line());
+        // Sixteen in flight achieve no more than four: the service is full.
+        let mut sixteen = closed(16, 0.044, 370.0);
+        let earlier = [one, four];
+        sixteen.judge_closed(Some(&earlier[0]), &earlier);
+        assert!(sixteen.saturated && !sixteen.client_limited, "{}", sixteen.line());
+        assert!(sixteen.line().starts_with("16 in flight, achieved 3"), "{}", sixteen.line());
+        // Stored as closed, with no schedule's figures.
+        let ms = sixteen.measurements(3, &BTreeMap::new());
+        let latency = ms.iter().find(|m| m.case == Case::EndpointLatency.as_str()).unwrap();
+        assert_eq!(latency.parameters.get("load").map(String::as_str), Some("closed"));
+        assert_eq!(latency.parameters.get("in_flight").map(String::as_str), Some("16"));
+        assert!(!latency.parameters.contains_key("rate"));
+        assert!(!ms.iter().any(|m| m.case == "endpoint_send_lag" || m.case == "endpoint_capped"));
+        let steps = model::plan::endpoint::steps(&ms);
+        assert_eq!(steps[0].in_flight, Some(16), "the model reads it back as closed");
     }
 
     #[test]
