@@ -58,7 +58,7 @@ fn print_check(steps: &[model::plan::endpoint::Step], fit: Fit) {
         );
     }
     match (check.mape_p99, check.worst_p99) {
-        (Some(mape), Some(worst)) if steps.iter().all(|s| s.in_flight.is_some()) => {
+        (Some(mape), Some(worst)) if check.closed_loop() => {
             println!("p99 error of the closed-loop model: mean {:.0} %, worst {:.0} %", mape * 100.0, worst * 100.0)
         }
         (Some(mape), Some(worst)) => println!(

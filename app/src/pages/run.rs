@@ -150,7 +150,7 @@ pub fn precision_chart(ms: &[Measurement]) -> Option<String> {
 /// Measured and predicted p99 latency against the offered rate of an open-loop endpoint run,
 /// or against the requests in flight of a closed-loop one.
 pub fn endpoint_chart(check: &endpoint::Check) -> Option<String> {
-    let closed = check.predictions.iter().all(|p| p.in_flight.is_some());
+    let closed = check.closed_loop();
     let load = |p: &endpoint::Prediction| if closed { p.in_flight.map_or(0.0, f64::from) } else { p.offered };
     // In order of load: a sweep's last step sits between two earlier ones.
     let mut by_load: Vec<&endpoint::Prediction> = check.predictions.iter().collect();
@@ -213,7 +213,7 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
             c.concurrency, c.saturation_rps
         )
     };
-    let closed = steps.iter().all(|s| s.in_flight.is_some());
+    let closed = check.closed_loop();
     let counted = check.predictions.iter().filter(|p| p.counted).count();
     let error = match (check.mape_p99, check.worst_p99) {
         (Some(mape), Some(worst)) if closed => format!(

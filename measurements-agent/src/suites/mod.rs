@@ -40,6 +40,8 @@ pub struct Progress {
     total: u64,
     done: u64,
     last_tenth: u64,
+    /// A tenth of the planned total: how often a log hears of steps past the plan.
+    every: u64,
     started: std::time::Instant,
 }
 
@@ -65,6 +67,7 @@ impl Progress {
             total: 0,
             done: 0,
             last_tenth: 0,
+            every: 1,
             started: std::time::Instant::now(),
         }
     }
@@ -88,6 +91,7 @@ impl Progress {
     pub fn start(&mut self, name: &str, total: u64) {
         self.end_bar();
         (self.name, self.total, self.done, self.last_tenth) = (name.to_string(), total.max(1), 0, 0);
+        self.every = (self.total / 10).max(1);
         self.started = std::time::Instant::now();
         if self.tty && self.sink.is_none() {
             let bar = indicatif::ProgressBar::new(self.total);
@@ -119,7 +123,8 @@ impl Progress {
             return;
         }
         let tenth = self.done * 10 / self.total;
-        if tenth > self.last_tenth || self.done == 1 || grew {
+        // Past the plan, a log still hears a line per tenth of the planned work, not one a step.
+        if tenth > self.last_tenth || self.done == 1 || (grew && self.done.is_multiple_of(self.every)) {
             self.last_tenth = tenth;
             let line = format!(
                 "{} {:>3}/{} {:>5.1}s {what}",
@@ -259,5 +264,13 @@ mod tests {
         assert!(last.starts_with("quant   3/3 "), "{last}");
         assert!(last.ends_with("one more than planned"), "{last}");
         assert!(p.lines()[0].ends_with("skipped"), "{:?}", p.lines());
+        // Twenty planned and thirty run: a line per two steps past the plan too, not per step.
+        let mut p = Progress::recorded();
+        p.start("transport", 20);
+        for i in 0..30 {
+            p.step(&format!("case {i}"));
+        }
+        let past: Vec<_> = p.lines().iter().map(|l| l.split_whitespace().nth(1).unwrap()).skip(11).collect();
+        assert_eq!(past, ["22/22", "24/24", "26/26", "28/28", "30/30"]);
     }
 }

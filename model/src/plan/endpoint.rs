@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::queue::Queue;
+use crate::plan::queue::{Queue, Service};
 use crate::wire::run::{Case, Measurement, MeasurementStatus, Suite};
 
 /// What one step of a load test measured.
@@ -105,10 +105,7 @@ pub fn tail_fitted_cv(mean: f64, p99: f64) -> Option<f64> {
     if !(mean.is_finite() && p99.is_finite() && mean > 0.0 && p99 > mean) {
         return None;
     }
-    let quantile = |cv: f64| match crate::plan::queue::Service::new(1.0, cv) {
-        Ok(service) => crate::plan::queue::quantile_of(|t| 1.0 - service.cdf(t), 0.99, 1.0),
-        Err(_) => f64::INFINITY,
-    };
+    let quantile = |cv: f64| Service::new(1.0, cv).map_or(f64::INFINITY, |service| service.quantile(0.99));
     let target = p99 / mean;
     let (mut lo, mut hi) = FITTED_CV;
     if target <= quantile(lo) {
@@ -222,6 +219,13 @@ pub struct Check {
     pub worst_p99: Option<f64>,
 }
 
+impl Check {
+    /// Whether every step was a closed loop (the agent runs one kind of load per run).
+    pub fn closed_loop(&self) -> bool {
+        self.predictions.iter().all(|p| p.in_flight.is_some())
+    }
+}
+
 /// Steps below this utilisation count toward the error.
 pub const COUNTED_BELOW_UTILIZATION: f64 = 0.8;
 
@@ -296,8 +300,7 @@ pub fn check_with(steps: &[Step], fit: Fit) -> Option<Check> {
 /// cv²m² + (N − c)·cv²m² / c². Checked against a discrete-event simulation of the same loop in
 /// `model/tests/queue_simulation.rs` (p50 within 5 %, p99 within 12 % for cv 0.3–1.5, c 1–8,
 /// N up to 16c). `None` for inputs that describe no service.
-pub fn closed_loop(mean: f64, cv: f64, c: u32, in_flight: u32) -> Option<crate::plan::queue::Service> {
-    use crate::plan::queue::Service;
+pub fn closed_loop(mean: f64, cv: f64, c: u32, in_flight: u32) -> Option<Service> {
     if c == 0 || in_flight == 0 {
         return None;
     }
@@ -382,11 +385,10 @@ mod tests {
 
     #[test]
     fn the_tail_fit_recovers_the_cv_of_a_gamma_from_its_p99() {
-        use crate::plan::queue::{Service, quantile_of};
         let mut last = 0.0;
         for cv in [0.1, 0.34, 0.5, 1.0, 1.7, 2.5, 2.95] {
             let unit = Service::new(1.0, cv).unwrap();
-            let p99 = 0.006 * quantile_of(|t| 1.0 - unit.cdf(t), 0.99, 1.0);
+            let p99 = 0.006 * unit.quantile(0.99);
             let fitted = tail_fitted_cv(0.006, p99).unwrap();
             assert!((fitted - cv).abs() < 1e-6 * cv.max(1.0), "cv {cv}: fitted {fitted}");
             assert!(p99 > last, "the p99 grows with the cv over the fitted range");

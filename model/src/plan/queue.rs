@@ -290,7 +290,7 @@ pub fn size_replicas(input: &ReplicaInput) -> Result<ReplicaPlan, ModelError> {
         return Err(FieldError::new("burst_factor", "must be at least 1"));
     }
     let service = Service::new(mean, cv)?;
-    let floor = quantile_of(|t| 1.0 - service.cdf(t), q, mean);
+    let floor = service.quantile(q);
     if floor > slo {
         return Err(FieldError::new(
             "slo_latency_s",
@@ -423,7 +423,7 @@ mod tests {
             slack in 1.2..20.0f64, max_util in 0.3..1.0f64, q in prop::sample::select(vec![0.5, 0.9, 0.99, 0.999]),
         ) {
             let service = Service::new(mean, cv).unwrap();
-            let floor = quantile_of(|t| 1.0 - service.cdf(t), q, mean);
+            let floor = service.quantile(q);
             let input = ReplicaInput {
                 arrival_rate_rps: PerSecond(lambda), service_time_mean_s: Seconds(mean), service_time_cv: cv,
                 slo_latency_s: Seconds(floor * slack), slo_quantile: q, max_utilization: max_util, burst_factor: 1.0,
@@ -464,7 +464,7 @@ mod regression {
         let (lambda, mean, cv, max_util, q) =
             (3713.254194503444, 0.29981535577720175, 0.018347223525183528, 0.43927873924298266, 0.5);
         let service = Service::new(mean, cv).unwrap();
-        let floor = quantile_of(|t| 1.0 - service.cdf(t), q, mean);
+        let floor = service.quantile(q);
         let input = ReplicaInput {
             arrival_rate_rps: PerSecond(lambda),
             service_time_mean_s: Seconds(mean),

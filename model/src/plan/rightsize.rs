@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::FieldError;
 use crate::plan::checks::{ModelError, finite, non_negative, open_unit, positive, utilization_cap};
 use crate::plan::memory::{KvCache, Precision};
-use crate::plan::queue::{Queue, Service, erlang_b, quantile_of};
+use crate::plan::queue::{Queue, Service, erlang_b};
 use crate::units::{Bytes, PerSecond, Seconds, UsdPerHour, UsdPerMonth};
 
 /// Where a candidate's figures came from.
@@ -254,7 +254,7 @@ impl Candidate {
             batch_size: point.batch_size,
             replicas: queue.replicas / point.concurrency,
             monthly_cost_usd: UsdPerMonth(self.monthly_cost),
-            latency_at_quantile_s: Seconds(self.fill + quantile_of(|t| queue.tail(t), q, queue.mean_service)),
+            latency_at_quantile_s: Seconds(self.fill + queue.quantile(q)),
             utilization: queue.utilization(),
             accuracy_delta: point.accuracy_delta,
             source: hw.source.clone(),
@@ -292,7 +292,7 @@ impl UnitQuantiles {
         // A cv the inputs' checks let through always has a distribution; one that has none
         // meets no SLO.
         let quantile = match Service::new(1.0, cv) {
-            Ok(unit) => quantile_of(|t| 1.0 - unit.cdf(t), self.q, 1.0),
+            Ok(unit) => unit.quantile(self.q),
             Err(_) => f64::INFINITY,
         };
         self.known.push((cv, quantile));

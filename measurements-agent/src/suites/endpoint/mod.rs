@@ -570,7 +570,7 @@ impl Step {
     fn judge_closed(&mut self, unloaded: Option<&Step>, earlier: &[Step]) {
         self.judge(unloaded);
         let fewer = earlier.iter().filter(|s| s.in_flight < self.in_flight && !s.client_limited);
-        let best = fewer.map(|s| s.achieved).fold(None, |best: Option<f64>, a| Some(best.map_or(a, |b| b.max(a))));
+        let best = fewer.map(|s| s.achieved).reduce(f64::max);
         self.saturated |= best.is_some_and(|best| self.achieved < CLOSED_GAIN * best);
     }
 
