@@ -128,6 +128,29 @@ impl Benchmark for TransportSuite {
     }
 }
 
+/// How the two threads of a ping-pong floor wait for each other.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PingPong {
+    Spin,
+    Futex,
+}
+
+impl PingPong {
+    fn name(self) -> &'static str {
+        match self {
+            PingPong::Spin => "spin_ping_pong",
+            PingPong::Futex => "futex_ping_pong",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            PingPong::Spin => "spin",
+            PingPong::Futex => "futex",
+        }
+    }
+}
+
 struct Runner<'p> {
     out: Vec<Measurement>,
     budget: Duration,
@@ -142,11 +165,11 @@ impl<'p> Runner<'p> {
         let p = placements.len();
         let transports = Transport::ALL.len();
         // Codec cases, memcpy, per placement and size two exchange floors and a futex ping-pong
-        // (two spin ping-pongs more across cores),
+        // (across cores, two spin and two futex ping-pongs more, bracketing shared memory),
         // per transport × size × placement latency and open loop, and throughput at one placement.
         let bracketed = placements.iter().filter(|p| matches!(p, Pinning::DifferentCores(..))).count();
         let phases =
-            8 * s + s + p * s * 3 + bracketed * s * 2 + transports * s * p * 2 + transports * s * IN_FLIGHT.len();
+            8 * s + s + p * s * 3 + bracketed * s * 4 + transports * s * p * 2 + transports * s * IN_FLIGHT.len();
         progress.start("transport", phases as u64);
         Runner {
             out: Vec::new(),
@@ -174,10 +197,9 @@ impl<'p> Runner<'p> {
             for &size in sizes {
                 self.floors_at(*placement, peer, size);
                 for transport in Transport::ALL {
-                    if transport == Transport::SharedMemorySpin
-                        && let Pinning::DifferentCores(..) = placement
-                    {
-                        self.bracketed_busy_poll(*placement, peer, size);
+                    let shared_memory = matches!(transport, Transport::SharedMemorySpin | Transport::SharedMemoryFutex);
+                    if shared_memory && let Pinning::DifferentCores(..) = placement {
+                        self.bracketed(transport, *placement, peer, size);
                     } else {
                         self.transport(transport, *placement, peer, size);
                     }
@@ -186,21 +208,24 @@ impl<'p> Runner<'p> {
         }
     }
 
-    /// The busy-poll case between two spin ping-pongs, each measured while no busy-polling
-    /// slot competes for the core. On a shared VM the host moves the vCPUs now and then, and
-    /// the same ping-pong takes 0.1 µs before a move and 0.4 µs after. When the two brackets
-    /// disagree by more than half, the host moved during the case, so the case and its brackets
-    /// are measured again (three tries); the floor is the lower bracket, and a case whose
-    /// brackets never agreed says so in `floor_stable = false`.
-    fn bracketed_busy_poll(&mut self, placement: Pinning, peer: &Peer, size: usize) {
+    /// A shared-memory case across cores between two ping-pongs of its own kind of wake-up
+    /// (spin for busy-poll, futex for futex), each measured while no slot competes for the
+    /// core. On a shared VM the host moves the vCPUs now and then: the same spin ping-pong takes
+    /// 0.1 µs before a move and 0.4 µs after, and a futex wake-up of an idle vCPU 50 µs one
+    /// second and 250 µs the next. When the two brackets disagree by more than half, the host
+    /// moved during the case, so the case and its brackets are measured again (three tries);
+    /// the floor is the lower bracket, and a case whose brackets never agreed says so in
+    /// `floor_stable = false`.
+    fn bracketed(&mut self, transport: Transport, placement: Pinning, peer: &Peer, size: usize) {
         const TRIES: usize = 3;
-        let key = ("spin_ping_pong", size, placement.as_str());
+        let kind = if transport == Transport::SharedMemorySpin { PingPong::Spin } else { PingPong::Futex };
+        let key = (kind.name(), size, placement.as_str());
         for attempt in 1..=TRIES {
             let mark = self.out.len();
             self.floors.remove(&key);
-            let before = self.spin_floor(placement, size, "before");
-            self.transport(Transport::SharedMemorySpin, placement, peer, size);
-            let after = self.spin_floor(placement, size, "after");
+            let before = self.ping_pong_floor(kind, placement, size, "before");
+            self.transport(transport, placement, peer, size);
+            let after = self.ping_pong_floor(kind, placement, size, "after");
             let (Some(before), Some(after)) = (before, after) else { return };
             let stable = before.max(after) <= 1.5 * before.min(after);
             if !stable && attempt < TRIES {
@@ -210,7 +235,7 @@ impl<'p> Runner<'p> {
             let lowest = before.min(after);
             self.floors.insert(key, lowest);
             for m in &mut self.out[mark..] {
-                if let Some(floor) = m.floor.as_mut().filter(|f| f.name == "spin_ping_pong") {
+                if let Some(floor) = m.floor.as_mut().filter(|f| f.name == kind.name()) {
                     floor.value = lowest;
                 }
                 if m.is(model::Case::RoundTrip) {
@@ -279,18 +304,22 @@ impl<'p> Runner<'p> {
         }
     }
 
-    /// An atomic bounced between the client's and the server's cores.
-    fn spin_floor(&mut self, placement: Pinning, size: usize, when: &str) -> Option<f64> {
+    /// An atomic bounced between the client's and the server's cores, by spinning or by futex
+    /// wake-ups, bracketing a shared-memory case.
+    fn ping_pong_floor(&mut self, kind: PingPong, placement: Pinning, size: usize, when: &str) -> Option<f64> {
         let at = placement.as_str();
-        self.progress.step(&format!("spin ping-pong ({when}), {at}"));
+        self.progress.step(&format!("{} ping-pong ({when}), {at}", kind.label()));
         let Pinning::DifferentCores(a, b) = placement else { return None };
-        let r = harness::spin_ping_pong((a, b), self.budget);
+        let r = match kind {
+            PingPong::Spin => harness::spin_ping_pong((a, b), self.budget),
+            PingPong::Futex => harness::futex_ping_pong((a, b), self.budget),
+        };
         let p50 = r.stats()?.p50;
         // The round trip measured next is compared with this until the bracket closes.
-        self.floors.entry(("spin_ping_pong", size, at)).or_insert(p50);
+        self.floors.entry((kind.name(), size, at)).or_insert(p50);
         let mut p = params(&[("placement", at.to_string()), ("payload_bytes", size.to_string())]);
         p.insert("when".into(), when.into());
-        self.push("floor_spin_ping_pong", Unit::Seconds, p, &r, None);
+        self.push(&format!("floor_{}", kind.name()), Unit::Seconds, p, &r, None);
         Some(p50)
     }
 
