@@ -5,11 +5,14 @@
 #
 #   measurements-agent/scripts/endpoint_bench.sh [seconds per measurement, default 15]
 #
-# 1. Unloaded latency of MLServer (digits): wrk, one connection, closed loop, against the agent
-#    at a constant rate where the server is idle 90 % of the time. Both see one request alone.
-# 2. Capacity: wrk with 16 connections (closed loop, the most it can push) against the highest
-#    throughput the agent's sweep achieved (open loop).
-# 3. The M/G/c model against the sweep, step by step (model/examples/endpoint_check.rs).
+# 1. Like for like on MLServer (scikit-learn digits), the same JSON body: wrk's closed loop with
+#    1 and 16 connections against the agent's closed loop (--concurrency 1, then 16), each pair
+#    back to back: p50, p99, requests/s. Then the agent's open loop at 15/s (the server idle
+#    between requests) beside its closed loop at 1 (the server never idle).
+# 2. The M/G/c model against an open-loop sweep, step by step (model/examples/endpoint_check.rs).
+# 3. The client's own ceiling: Debian's nginx answering `return 200` on one core, the client
+#    pinned to the other. wrk -t1 -c16 against --concurrency 16 (requests/s and the cores each
+#    side used), and the open-loop rates the agent sends with send lag p99 under 1 ms.
 # 4. GuideLLM's mock OpenAI server told TTFT 100 ms and ITL 10 ms, measured by the agent.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -18,9 +21,10 @@ secs="${1:-15}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 servers="$target/endpoint-servers"
 bash tools/endpoint-servers/setup.sh "$servers"
-if ! command -v wrk >/dev/null; then
-    echo "installing Debian's wrk (the reference HTTP load tool)" >&2
-    apt-get install -y -qq wrk >/dev/null
+if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
+    echo "installing Debian's wrk (the reference HTTP load tool) and nginx-light (a trivial server)" >&2
+    apt-get install -y -qq wrk nginx-light >/dev/null \
+        || { apt-get update -qq && apt-get install -y -qq wrk nginx-light >/dev/null; }
 fi
 cargo build -q --release -p measurements-agent
 cargo build -q --release -p model --example endpoint_check
@@ -30,6 +34,31 @@ check="$target/release/examples/endpoint_check"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_for() { for _ in $(seq 1 240); do curl -sf "$1" >/dev/null && return 0; sleep 0.5; done; return 1; }
+
+# wrk --latency prints "50%  7.12ms"; in milliseconds.
+wrk_ms() { awk -v q="$2" '$1==q { v=$2; if (v ~ /us$/) { sub(/us/,"",v); v/=1000 } else if (v ~ /ms$/) { sub(/ms/,"",v) } else if (v ~ /s$/) { sub(/s/,"",v); v*=1000 } print v }' "$1"; }
+wrk_rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
+# A figure of one step of a stored run: in milliseconds when its unit is seconds.
+cat > "$work/stat.py" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+case, stat = sys.argv[2], sys.argv[3]
+step = sys.argv[4] if len(sys.argv) > 4 else "1"
+m = [m for m in run["measurements"] if m["case"] == case and m["parameters"].get("step") == step][0]
+print(f'{m["stats"][stat] * (1e3 if m["unit"] == "seconds" else 1):.3f}')
+PY
+stat_of() { python3 "$work/stat.py" "$@"; }
+ratio() { python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$1" "$2"; }
+post_lua() { # FILE BODY
+    printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = io.open("%s"):read("a")\n' "$2" > "$1"
+}
+# The agent's closed loop against an http-json target: OUT IN_FLIGHT URL BODY.
+agent_closed() {
+    "$agent" --spool "$work/spool" run endpoint --target "$3" --protocol http-json \
+        --input "$4" --concurrency "$2" --duration "${secs}s" --warmup 2s --json > "$1" 2>/dev/null
+}
+
 http=$(port); grpc=$(port); metrics=$(port)
 mkdir -p "$work/models/digits"
 cp "$servers/models/digits/"* "$work/models/digits/"
@@ -38,63 +67,171 @@ cat > "$work/models/settings.json" <<JSON
 JSON
 "$servers/mlserver/bin/mlserver" start "$work/models" >"$work/mlserver.log" 2>&1 &
 url="http://127.0.0.1:$http"
-for _ in $(seq 1 240); do curl -sf "$url/v2/models/digits/ready" >/dev/null && break; sleep 0.5; done
-curl -sf "$url/v2/models/digits/ready" >/dev/null || { cat "$work/mlserver.log"; exit 1; }
-
+wait_for "$url/v2/models/digits/ready" || { cat "$work/mlserver.log"; exit 1; }
+infer="$url/v2/models/digits/infer"
 body='{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP64","data":['"$(python3 -c 'print(",".join(str(float(i%17)) for i in range(64)))')"']}]}'
 printf '%s' "$body" > "$work/body.json"
-cat > "$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = io.open("$work/body.json"):read("a")
-LUA
-infer="$url/v2/models/digits/infer"
-# wrk --latency prints "50%  7.12ms"; in milliseconds.
-wrk_ms() { awk -v q="$2" '$1==q { v=$2; if (v ~ /us$/) { sub(/us/,"",v); v/=1000 } else if (v ~ /ms$/) { sub(/ms/,"",v) } else if (v ~ /s$/) { sub(/s/,"",v); v*=1000 } print v }' "$1"; }
-stat_ms() { python3 - "$1" "$2" "$3" <<'PY'
-import json, sys
-run = json.load(open(sys.argv[1]))
-m = [m for m in run["measurements"] if m["case"] == sys.argv[2] and m["parameters"].get("step") == "1"][0]
-print(f'{m["stats"][sys.argv[3]] * (1e3 if m["unit"] == "seconds" else 1):.3f}')
-PY
-}
+post_lua "$work/post.lua" "$work/body.json"
 
-echo "== 1. unloaded latency, $secs s each" >&2
-wrk -t1 -c1 -d"${secs}s" --latency -s "$work/post.lua" "$infer" > "$work/wrk1.txt"
+echo "== 1. like for like, closed loops, $secs s each" >&2
+declare -A w50 w99 wrps a50 a99 arps
+for c in 1 16; do
+    wrk -t"$(( c < 2 ? 1 : 2 ))" -c"$c" -d"${secs}s" --latency -s "$work/post.lua" "$infer" > "$work/wrk$c.txt"
+    agent_closed "$work/closed$c.json" "$c" "$infer" "$work/body.json"
+    w50[$c]=$(wrk_ms "$work/wrk$c.txt" 50%); w99[$c]=$(wrk_ms "$work/wrk$c.txt" 99%); wrps[$c]=$(wrk_rps "$work/wrk$c.txt")
+    a50[$c]=$(stat_of "$work/closed$c.json" endpoint_latency p50)
+    a99[$c]=$(stat_of "$work/closed$c.json" endpoint_latency p99)
+    arps[$c]=$(stat_of "$work/closed$c.json" endpoint_achieved_rate mean)
+done
 "$agent" --spool "$work/spool" run endpoint --target "$infer" --protocol http-json --input "$work/body.json" \
     --rates 15 --arrivals constant --duration "${secs}s" --warmup 2s --json > "$work/low.json" 2>/dev/null
-w50=$(wrk_ms "$work/wrk1.txt" 50%); w99=$(wrk_ms "$work/wrk1.txt" 99%)
-a50=$(stat_ms "$work/low.json" endpoint_latency p50); a99=$(stat_ms "$work/low.json" endpoint_latency p99)
+o50=$(stat_of "$work/low.json" endpoint_latency p50); o99=$(stat_of "$work/low.json" endpoint_latency p99)
 
-echo "== 2. capacity" >&2
-wrk -t2 -c16 -d"${secs}s" -s "$work/post.lua" "$infer" > "$work/wrk16.txt"
-wrps=$(awk '/Requests\/sec/ {print $2}' "$work/wrk16.txt")
+echo "== 2. an open-loop sweep" >&2
 "$agent" --spool "$work/spool" run endpoint --target "$url" --protocol kserve-v2 --model digits --sweep \
     --duration "$(( secs / 2 > 3 ? secs / 2 : 3 ))s" --warmup 2s --json > "$work/sweep.json" 2>"$work/sweep.err"
-arps=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(max(m["stats"]["mean"] for m in r["measurements"] if m["case"]=="endpoint_achieved_rate"))' "$work/sweep.json")
 
 echo
-echo "MLServer 1.7.1 (scikit-learn digits) at $infer; agent: measurements-agent (release)"
+echo "== 1. MLServer 1.7.1 (scikit-learn digits) at $infer, the same body; agent: measurements-agent (release)"
 echo
-echo "| figure | wrk 4.1 | agent | agent ÷ wrk |"
+echo "| closed loop | wrk 4.1 | agent | agent ÷ wrk |"
 echo "|---|---|---|---|"
-printf '| unloaded p50 (wrk -c1 closed loop; agent 15/s constant) | %.2f ms | %.2f ms | %.2f |\n' "$w50" "$a50" "$(echo "$a50 / $w50" | bc -l)"
-printf '| unloaded p99 | %.2f ms | %.2f ms | %.2f |\n' "$w99" "$a99" "$(echo "$a99 / $w99" | bc -l)"
-printf '| most requests/s (wrk -c16; agent sweep, highest achieved) | %.1f | %.1f | %.2f |\n' "$wrps" "$arps" "$(echo "$arps / $wrps" | bc -l)"
+for c in 1 16; do
+    printf '| %s in flight, p50 | %.2f ms | %.2f ms | %s |\n' "$c" "${w50[$c]}" "${a50[$c]}" "$(ratio "${a50[$c]}" "${w50[$c]}")"
+    printf '| %s in flight, p99 | %.2f ms | %.2f ms | %s |\n' "$c" "${w99[$c]}" "${a99[$c]}" "$(ratio "${a99[$c]}" "${w99[$c]}")"
+    printf '| %s in flight, requests/s | %.1f | %.1f | %s |\n' "$c" "${wrps[$c]}" "${arps[$c]}" "$(ratio "${arps[$c]}" "${wrps[$c]}")"
+done
 echo
-echo "== 3. the model against the sweep"
+echo "| the agent alone | p50 | p99 |"
+echo "|---|---|---|"
+printf '| closed loop, 1 in flight (the server never idle) | %.2f ms | %.2f ms |\n' "${a50[1]}" "${a99[1]}"
+printf '| open loop, 15/s constant (the server idle between requests) | %.2f ms | %.2f ms |\n' "$o50" "$o99"
+
+echo
+echo "== 2. the model against the sweep"
 "$check" "$work/sweep.json"
 grep "step" "$work/sweep.err" || true
 
 echo
-echo "== 4. GuideLLM mock server told TTFT 100 ms, ITL 10 ms, 32 tokens"
+echo "== 3. the client's ceiling: nginx 'return 200' on CPU 0, the client on CPU 1" >&2
+ng=$(port)
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    client_body_temp_path $work/nginx/body;
+    server {
+        listen 127.0.0.1:$ng;
+        location / { return 200 "ok"; }
+    }
+}
+CONF
+taskset -c 0 nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" &
+nginx_pid=$!
+wait_for "http://127.0.0.1:$ng/" || { cat "$work/nginx/error.log"; exit 1; }
+printf '{}' > "$work/empty.json"
+post_lua "$work/post-empty.lua" "$work/empty.json"
+# Runs a command and prints the cores it used and the cores nginx used meanwhile.
+cat > "$work/cores.py" <<'PY'
+import os, resource, subprocess, sys, time
+def ticks(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+hz = os.sysconf("SC_CLK_TCK")
+server, out, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+before, start = ticks(server), time.monotonic()
+with open(out, "w") as f:
+    subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True)
+wall = time.monotonic() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{(usage.ru_utime + usage.ru_stime) / wall:.2f} {(ticks(server) - before) / hz / wall:.2f}")
+PY
+# wrk's own latency figures are for its closed loop; only its throughput is compared here.
+read -r wcpu wng < <(python3 "$work/cores.py" "$nginx_pid" "$work/ng-wrk.txt" \
+    taskset -c 1 wrk -t1 -c16 -d"${secs}s" -s "$work/post-empty.lua" "http://127.0.0.1:$ng/")
+read -r acpu ang < <(python3 "$work/cores.py" "$nginx_pid" "$work/ng-closed.json" \
+    taskset -c 1 "$agent" --spool "$work/spool" run endpoint --target "http://127.0.0.1:$ng/" --protocol http-json \
+    --input "$work/empty.json" --concurrency 16 --duration "${secs}s" --warmup 2s --json)
+ngw=$(wrk_rps "$work/ng-wrk.txt"); nga=$(stat_of "$work/ng-closed.json" endpoint_achieved_rate mean)
+rates="2000,5000,10000,20000,40000,80000"
+taskset -c 1 "$agent" --spool "$work/spool" run endpoint --target "http://127.0.0.1:$ng/" --protocol http-json \
+    --input "$work/empty.json" --rates "$rates" --arrivals poisson --max-send-lag 1ms \
+    --duration "$(( secs / 3 > 3 ? secs / 3 : 3 ))s" --warmup 1s --json > "$work/ng-open.json" 2>/dev/null
+
+echo
+echo "== 3. the client's ceiling: nginx 1.22 'return 200' pinned to CPU 0, each client pinned to CPU 1"
+echo
+echo "| 16 in flight, closed loop | requests/s | client cores | nginx cores | requests per client CPU-second |"
+echo "|---|---|---|---|---|"
+printf '| wrk -t1 -c16 | %.0f | %s | %s | %.0f |\n' "$ngw" "$wcpu" "$wng" "$(python3 -c "print($ngw / max($wcpu, 1e-9))")"
+printf '| agent --concurrency 16 | %.0f | %s | %s | %.0f |\n' "$nga" "$acpu" "$ang" "$(python3 -c "print($nga / max($acpu, 1e-9))")"
+printf '| agent ÷ wrk | %s | | | |\n' "$(ratio "$nga" "$ngw")"
+echo
+echo "| agent open loop, Poisson, --max-send-lag 1ms | achieved/s | send lag p99 | client CPU | client-limited |"
+echo "|---|---|---|---|---|"
+python3 - "$work/ng-open.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+steps = {}
+for m in run["measurements"]:
+    steps.setdefault(int(m["parameters"]["step"]), {})[m["case"]] = m
+best = None
+for step in sorted(steps):
+    s = steps[step]
+    offered = s["endpoint_offered_rate"]["stats"]["mean"]
+    limited = s["endpoint_latency"]["parameters"]["client_limited"] == "true"
+    if not limited:
+        best = offered
+    lag = s["endpoint_send_lag"]["stats"]["p99"] * 1e3
+    print(f'| offered {offered:.0f}/s | {s["endpoint_achieved_rate"]["stats"]["mean"]:.0f} | {lag:.3f} ms | '
+          f'{s["endpoint_client_cpu"]["stats"]["mean"] * 100:.0f} % | {"yes" if limited else "no"} |')
+print()
+print(f"highest open-loop rate not client-limited on one core: {best:.0f}/s" if best else "every step was client-limited")
+PY
+kill "$nginx_pid" 2>/dev/null || true
+
+echo
+echo "== 4. GuideLLM's mock OpenAI server told TTFT 100 ms, ITL 10 ms, 32 tokens: the agent and AIPerf at 4/s Poisson" >&2
+bash tools/endpoint-servers/setup_aiperf.sh "$servers"
 llm=$(port)
 HF_HUB_OFFLINE=1 "$servers/guidellm/bin/python" tools/endpoint-servers/mock_llm.py "$llm" 100 10 32 >"$work/llm.log" 2>&1 &
-for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$llm/v1/models" >/dev/null && break; sleep 0.5; done
+wait_for "http://127.0.0.1:$llm/v1/models" || { cat "$work/llm.log"; exit 1; }
 "$agent" --spool "$work/spool" run endpoint --target "http://127.0.0.1:$llm" --protocol openai-chat --rates 4 \
-    --max-tokens 32 --duration "${secs}s" --warmup 2s --json > "$work/llm.json" 2>/dev/null
-echo "| figure | told | measured p50 | ratio |"
-echo "|---|---|---|---|"
-t=$(stat_ms "$work/llm.json" endpoint_ttft p50); i=$(stat_ms "$work/llm.json" endpoint_itl p50)
-printf '| TTFT | 100 ms | %.2f ms | %.3f |\n' "$t" "$(echo "$t / 100" | bc -l)"
-printf '| ITL | 10 ms | %.3f ms | %.3f |\n' "$i" "$(echo "$i / 10" | bc -l)"
+    --arrivals poisson --max-tokens 32 --prompt-words 64 --duration "${secs}s" --warmup 2s --json > "$work/llm.json" 2>/dev/null
+HF_HOME="$servers/aiperf/hf" HF_HUB_OFFLINE=1 "$servers/aiperf/bin/aiperf" profile --model mock-llm \
+    --url "http://127.0.0.1:$llm" --endpoint-type chat --streaming --request-rate 4 --arrival-pattern poisson \
+    --benchmark-duration "$(( secs + 2 ))" --tokenizer headroom/tiny-words --use-server-token-count \
+    --synthetic-input-tokens-mean 64 --synthetic-input-tokens-stddev 0 --output-tokens-mean 32 \
+    --output-tokens-stddev 0 --artifact-dir "$work/aiperf" --ui-type none > "$work/aiperf.log" 2>&1 \
+    || { tail -30 "$work/aiperf.log"; exit 1; }
+echo
+echo "== 4. GuideLLM 0.8.1's mock OpenAI server told TTFT 100 ms, ITL 10 ms, 32 tokens; 4/s Poisson, chat, streaming"
+echo
+echo "| figure | told | AIPerf 0.13 | agent | agent ÷ AIPerf |"
+echo "|---|---|---|---|---|"
+python3 - "$work/llm.json" "$work/aiperf/profile_export_aiperf.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+theirs = json.load(open(sys.argv[2]))
+ours = {m["case"]: m["stats"] for m in run["measurements"] if m["parameters"].get("step") == "1"}
+rows = [
+    ("TTFT p50", "100 ms", "time_to_first_token", "p50", "endpoint_ttft", "p50"),
+    ("TTFT p99", "", "time_to_first_token", "p99", "endpoint_ttft", "p99"),
+    ("ITL p50", "10 ms", "inter_token_latency", "p50", "endpoint_itl", "p50"),
+    ("request latency p50", "410 ms", "request_latency", "p50", "endpoint_latency", "p50"),
+    ("request latency p99", "", "request_latency", "p99", "endpoint_latency", "p99"),
+]
+for name, told, their_key, their_q, our_case, our_q in rows:
+    a, b = theirs[their_key][their_q], ours[our_case][our_q] * 1e3
+    print(f"| {name} | {told} | {a:.2f} ms | {b:.2f} ms | {b / a:.3f} |")
+a = theirs["request_throughput"]["avg"]
+b = ours["endpoint_achieved_rate"]["mean"]
+print(f"| requests/s | 4 | {a:.2f} | {b:.2f} | {b / a:.3f} |")
+PY

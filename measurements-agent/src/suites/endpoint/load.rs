@@ -63,7 +63,6 @@ pub fn run(
             std::thread::sleep(scheduled - now);
         }
         let (tx, cap, client, target) = (tx.clone(), cap.clone(), client.clone(), target.clone());
-        let body = target.bodies[i % target.bodies.len()].clone();
         runtime.spawn(async move {
             let began = Instant::now();
             let mut capped = false;
@@ -75,7 +74,7 @@ pub fn run(
                         cap.acquire_owned().await.expect("the semaphore is never closed")
                     }
                 };
-                client.send(&target, body).await
+                client.send(&target, i).await
             };
             let deadline = tokio::time::Instant::from_std(scheduled + timeout);
             let result = tokio::time::timeout_at(deadline, send).await.unwrap_or(Err(Failure::Timeout));
@@ -106,8 +105,10 @@ pub fn run(
         slots[i] = Some(outcome);
     }
     let wall = wall_start.elapsed().as_secs_f64().max(1e-9);
-    // Of the threads that do the client's work: the runtime's workers and the sending thread.
-    let cpu = Usage::now().since(&cpu_before).cpu_s() / wall / (workers + 1) as f64;
+    // Of the cores the client may use: the runtime has a worker per core (up to 8), and the
+    // sending thread shares them, so a client out of CPU reads 1 (over `workers + 1` threads it
+    // could never pass 2/3 on two cores, and the client-CPU rule would never fire).
+    let cpu = (Usage::now().since(&cpu_before).cpu_s() / wall / workers as f64).min(1.0);
     let outcomes = slots
         .into_iter()
         .zip(offsets)
@@ -157,8 +158,7 @@ pub fn run_closed(
                             return outcomes;
                         }
                         let i = next_body.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let body = target.bodies[i % target.bodies.len()].clone();
-                        let result = tokio::time::timeout(timeout, client.send(&target, body))
+                        let result = tokio::time::timeout(timeout, client.send(&target, i))
                             .await
                             .unwrap_or(Err(Failure::Timeout));
                         let done = Instant::now();

@@ -3,6 +3,7 @@
 
 pub mod arrivals;
 pub mod grpc;
+mod http1;
 pub mod load;
 pub mod prompts;
 pub mod protocol;
@@ -355,8 +356,8 @@ fn probe(
         let mut failures = BTreeMap::<String, u32>::new();
         for i in 0..13 {
             let started = std::time::Instant::now();
-            let body = target.bodies[i % target.bodies.len()].clone();
-            match client.send(target, body).await {
+            let sent = tokio::time::timeout(timeout, client.send(target, i));
+            match sent.await.unwrap_or(Err(Failure::Timeout)) {
                 Ok(_) if i >= 3 => times.push(started.elapsed()),
                 Ok(_) => {}
                 Err(Failure::Connect) => anyhow::bail!("cannot reach {shown}: connection refused or no route"),

@@ -4,11 +4,15 @@
 //! streaming completions (`openai-chat`, `openai-completions`, server-sent events) and a plain
 //! JSON POST (`http-json`).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+
 use bytes::Bytes;
 use serde_json::{Value, json};
+
+use super::http1::Wire;
 
 /// Which protocol a target speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +69,10 @@ pub struct Prepared {
     pub server: Option<String>,
     /// The connection requests go over (kserve-v2-grpc).
     pub channel: Option<tonic::transport::Channel>,
+    /// `url` parsed, once: parsing it per request cost more than a trivial server's answer.
+    parsed: std::sync::OnceLock<reqwest::Url>,
+    /// The lean HTTP/1.1 client, for a plain-`http` target answering whole (see [`Wire`]).
+    wire: tokio::sync::OnceCell<Option<Arc<Wire>>>,
 }
 
 /// How a request failed, as a stable label for counting.
@@ -77,6 +85,8 @@ pub enum Failure {
     Connect,
     Io,
     MalformedStream,
+    /// An HTTP answer that does not parse (a head past 64 KiB, a bad length or chunk).
+    MalformedResponse,
     EmptyStream,
 }
 
@@ -89,6 +99,7 @@ impl Failure {
             Failure::Connect => "connect".into(),
             Failure::Io => "io".into(),
             Failure::MalformedStream => "malformed_stream".into(),
+            Failure::MalformedResponse => "malformed_response".into(),
             Failure::EmptyStream => "empty_stream".into(),
         }
     }
@@ -146,7 +157,6 @@ impl Client {
         };
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .pool_max_idle_per_host(pool)
             .tcp_nodelay(true)
@@ -156,7 +166,7 @@ impl Client {
         Ok(Client { http, authorization, grpc_authorization, timeout })
     }
 
-    fn post(&self, url: &str, body: Bytes) -> reqwest::RequestBuilder {
+    fn post(&self, url: reqwest::Url, body: Bytes) -> reqwest::RequestBuilder {
         let mut request = self.http.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
         if let Some(value) = &self.authorization {
             request = request.header(reqwest::header::AUTHORIZATION, value);
@@ -165,7 +175,7 @@ impl Client {
     }
 
     async fn get_json(&self, url: &str) -> anyhow::Result<Value> {
-        let mut request = self.http.get(url);
+        let mut request = self.http.get(url).timeout(self.timeout);
         if let Some(value) = &self.authorization {
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
@@ -192,12 +202,39 @@ impl Client {
         serde_json::from_str(&text).with_context(|| format!("{shown} did not answer JSON: {}", excerpt(&text)))
     }
 
-    /// Sends one request; `Ok` carries the streamed tokens for LLM protocols.
-    pub async fn send(&self, target: &Prepared, body: Bytes) -> Result<Option<Tokens>, Failure> {
+    /// Sends the `i`th of the target's bodies (cycled); `Ok` carries the streamed tokens for
+    /// LLM protocols.
+    pub async fn send(&self, target: &Prepared, i: usize) -> Result<Option<Tokens>, Failure> {
         if let Some(channel) = &target.channel {
+            let body = target.bodies[i % target.bodies.len()].clone();
             return super::grpc::send(channel, self.grpc_authorization.as_ref(), body).await.map(|()| None);
         }
-        let response = self.post(&target.url, body).send().await.map_err(|e| Failure::of(&e))?;
+        if !target.protocol.is_llm() {
+            let bodies = &target.bodies;
+            let authorization = self.authorization.as_ref().map(|v| v.as_bytes());
+            let wire = target
+                .wire
+                .get_or_init(|| async {
+                    let url = reqwest::Url::parse(&target.url).ok()?;
+                    Wire::new(&url, bodies, authorization).await.map(Arc::new)
+                })
+                .await;
+            if let Some(wire) = wire {
+                let status = wire.send(i).await?;
+                return if status == target.expect_status { Ok(None) } else { Err(Failure::Status(status)) };
+            }
+        }
+        let body = target.bodies[i % target.bodies.len()].clone();
+        let url = match target.parsed.get() {
+            Some(url) => url.clone(),
+            None => {
+                let url = reqwest::Url::parse(&target.url).map_err(|_| Failure::Connect)?;
+                target.parsed.get_or_init(|| url).clone()
+            }
+        };
+        // The caller bounds the request's time (the load loops by their timeouts), so no
+        // timer is armed here per request.
+        let response = self.post(url, body).send().await.map_err(|e| Failure::of(&e))?;
         let status = response.status().as_u16();
         if !target.protocol.is_llm() {
             // Read the whole answer (the service's work includes sending it), keeping none of it.
@@ -349,6 +386,8 @@ pub async fn prepare(
         model_version: options.model_version.clone(),
         server: None,
         channel: None,
+        parsed: std::sync::OnceLock::new(),
+        wire: tokio::sync::OnceCell::new(),
     };
     match protocol {
         Protocol::HttpJson => {
