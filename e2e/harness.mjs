@@ -14,7 +14,7 @@ const siteRoot = process.env.HEADROOM_SITE_ROOT;
 const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 export const screenshots = process.env.HEADROOM_SCREENSHOTS;
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const probe = net.createServer();
     probe.listen(0, '127.0.0.1', () => {

@@ -68,6 +68,8 @@ fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built) -> any
             .args(["--test", "--test-reporter=spec", "--test-concurrency=1", "--test-timeout=600000"])
             .arg(e2e.join("fleet.test.mjs"))
             .arg(e2e.join("pages.test.mjs"))
+            .arg(e2e.join("service.test.mjs"))
+            .env("HEADROOM_ENDPOINT_SERVERS", target.join("endpoint-servers"))
             .env("HEADROOM_SCREENSHOTS", &screenshots)
             .env("HEADROOM_SERVER_BIN", &built.server)
             .env("HEADROOM_AGENT_BIN", &built.agent)
