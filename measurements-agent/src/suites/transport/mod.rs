@@ -290,17 +290,41 @@ impl<'p> Runner<'p> {
             let r = harness::futex_ping_pong((a, b), self.budget);
             self.floor("futex_ping_pong", size, name, &r);
         }
-        let response = FRAME_HEADER + wire::batch_for(size) * CLASSES * 4;
-        let request = FRAME_HEADER + size;
-        let (addr, token) = (peer.exchange_addr(), peer.token.as_str());
-        self.exchange_floor("tcp_exchange", "TCP", placement, size, || Exchange::tcp(addr, token, request, response));
+        self.exchange_floor_of("tcp_exchange", placement, peer, size);
         if peer.local {
-            let path = &peer.info.uds_exchange_path;
-            self.exchange_floor("uds_exchange", "Unix-socket", placement, size, || {
-                Exchange::unix(path, request, response)
-            });
+            self.exchange_floor_of("uds_exchange", placement, peer, size);
         } else {
             self.progress.skip(1);
+        }
+    }
+
+    /// The TCP (`tcp_exchange`) or Unix-socket (`uds_exchange`) exchange of this size's frames.
+    fn exchange_floor_of(&mut self, name: &'static str, placement: Pinning, peer: &Peer, size: usize) {
+        let response = FRAME_HEADER + wire::batch_for(size) * CLASSES * 4;
+        let request = FRAME_HEADER + size;
+        if name == "tcp_exchange" {
+            let (addr, token) = (peer.exchange_addr(), peer.token.as_str());
+            self.exchange_floor(name, "TCP", placement, size, || Exchange::tcp(addr, token, request, response));
+        } else {
+            let path = &peer.info.uds_exchange_path;
+            self.exchange_floor(name, "Unix-socket", placement, size, || Exchange::unix(path, request, response));
+        }
+    }
+
+    /// An exchange floor measured again right after a case it came out above: a floor does less
+    /// work than the case it bounds, so the host ran this VM slower while it was measured (a
+    /// 64 KiB Unix-socket exchange took 106 µs one second and its round trip 58 µs the next).
+    /// The lower of the two stands; the second is stored with `when = again`.
+    fn exchange_floor_again(&mut self, name: &'static str, placement: Pinning, peer: &Peer, size: usize) {
+        let key = (name, size, placement.as_str());
+        let before = self.floors.get(&key).copied();
+        let mark = self.out.len();
+        self.exchange_floor_of(name, placement, peer, size);
+        for m in &mut self.out[mark..] {
+            m.parameters.insert("when".into(), "again".into());
+        }
+        if let (Some(before), Some(again)) = (before, self.floors.get(&key).copied()) {
+            self.floors.insert(key, before.min(again));
         }
     }
 
@@ -398,7 +422,19 @@ impl<'p> Runner<'p> {
         let mut closed = base.clone();
         closed.insert("load".into(), "closed".into());
         closed.insert("in_flight".into(), "1".into());
-        let floor = self.floor_for(transport, size, placement);
+        let mut floor = self.floor_for(transport, size, placement);
+        let exchange = match floor.as_ref().map(|f| f.name.as_str()) {
+            Some("tcp_exchange") => Some("tcp_exchange"),
+            Some("uds_exchange") => Some("uds_exchange"),
+            _ => None,
+        };
+        let p50 = latency.recorder.stats().map(|s| s.p50);
+        if let (Some(name), Some(f), Some(p50)) = (exchange, &floor, p50)
+            && f.value > p50
+        {
+            self.exchange_floor_again(name, placement, peer, size);
+            floor = self.floor_for(transport, size, placement);
+        }
         self.push(model::Case::RoundTrip.as_str(), Unit::Seconds, closed.clone(), &latency.recorder, floor.clone());
         let calls = latency.recorder.len() as f64;
         self.per_request(&closed, "client", &latency.client, calls);
