@@ -17,23 +17,27 @@ use tokio::net::TcpStream;
 
 use super::protocol::Failure;
 
-/// Header bytes accepted in one answer; a server that sends more is not answering.
+/// Header bytes accepted in one answer (and trailer bytes after a chunked body); a server that
+/// sends more is not answering.
 const MAX_HEAD: usize = 64 * 1024;
-/// Headers parsed in one answer.
-const MAX_HEADERS: usize = 64;
+/// Headers parsed in one answer (hyper's limit).
+const MAX_HEADERS: usize = 100;
+/// Interim (1xx) heads accepted before an answer.
+const MAX_INTERIM: usize = 8;
 
 /// Requests to one `http://` URL over reusable connections.
 pub struct Wire {
-    addr: SocketAddr,
+    /// Every address the host resolved to, tried in order (as the general client does).
+    addrs: Vec<SocketAddr>,
     /// Each body's whole request, headers included (the Authorization header, when set, is in
-    /// these bytes: they are never printed, and `Debug` shows only the address).
+    /// these bytes: they are never printed, and `Debug` shows only the addresses).
     requests: Vec<Bytes>,
     idle: Mutex<Vec<TcpStream>>,
 }
 
 impl std::fmt::Debug for Wire {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wire").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("Wire").field("addrs", &self.addrs).finish_non_exhaustive()
     }
 }
 
@@ -45,16 +49,20 @@ struct Answer {
 }
 
 impl Wire {
-    /// The client for `url`, or `None` where this client does not apply (not `http`, or the
-    /// host does not resolve: the general client then names the problem; or no body).
+    /// The client for `url`, or `None` where this client does not apply, and the general client
+    /// serves it: not `http`, credentials in the URL (sent as Basic auth by the general client),
+    /// a host that does not resolve (the general client then names the problem), or no body.
     pub async fn new(url: &reqwest::Url, bodies: &[Bytes], authorization: Option<&[u8]>) -> Option<Wire> {
-        if url.scheme() != "http" || bodies.is_empty() {
+        if url.scheme() != "http" || bodies.is_empty() || !url.username().is_empty() || url.password().is_some() {
             return None;
         }
         let host = url.host_str()?;
         let port = url.port_or_known_default()?;
-        let addr =
-            tokio::net::lookup_host((host.trim_start_matches('[').trim_end_matches(']'), port)).await.ok()?.next()?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port)).await.ok()?.collect();
+        if addrs.is_empty() {
+            return None;
+        }
         let authority = match url.port() {
             Some(port) => format!("{host}:{port}"),
             None => host.to_string(),
@@ -65,24 +73,28 @@ impl Wire {
             target.push_str(query);
         }
         let requests = bodies.iter().map(|body| request(&target, &authority, authorization, body)).collect();
-        Some(Wire { addr, requests, idle: Mutex::new(Vec::new()) })
+        Some(Wire { addrs, requests, idle: Mutex::new(Vec::new()) })
     }
 
-    /// Sends the `i`th body (cycled) and reads the whole answer, returning its status. A
-    /// connection is reused while the server keeps it alive; one the server closed while idle
-    /// is replaced once, as browsers and hyper do, since nothing of the request was answered.
+    /// Sends the `i`th body (cycled) and reads the whole answer, returning its status.
+    ///
+    /// A connection is reused while the server keeps it alive and left nothing unread. One
+    /// taken from the pool is looked at first: closed by the server while idle, or holding bytes
+    /// no request asked for, it is replaced before anything is written. Should the server close
+    /// it in the moment between that look and the write, the request is sent once more on a new
+    /// connection, but only when the write failed or not one byte came back; a server that
+    /// answered anything, or took the request and then closed, is counted as failing.
     pub async fn send(&self, i: usize) -> Result<u16, Failure> {
         let request = &self.requests[i % self.requests.len()];
-        let pooled = self.idle.lock().expect("the pool is never poisoned").pop();
-        let (mut stream, reused) = match pooled {
+        let (mut stream, reused) = match self.pooled() {
             Some(stream) => (stream, true),
             None => (self.connect().await?, false),
         };
-        let mut buffer = Vec::with_capacity(4096);
+        let mut buffer = Buffer::default();
         let answer = match exchange(&mut stream, request, &mut buffer).await {
             Err(Exchange::Closed) if reused => {
                 stream = self.connect().await?;
-                buffer.clear();
+                buffer = Buffer::default();
                 exchange(&mut stream, request, &mut buffer).await
             }
             other => other,
@@ -91,14 +103,27 @@ impl Wire {
             Exchange::Closed | Exchange::Io => Failure::Io,
             Exchange::Malformed => Failure::MalformedResponse,
         })?;
-        if answer.reusable {
+        // Bytes past the answer's end would be taken for the next answer's start.
+        if answer.reusable && buffer.is_empty() {
             self.idle.lock().expect("the pool is never poisoned").push(stream);
         }
         Ok(answer.status)
     }
 
+    /// An idle connection that is still open and quiet.
+    fn pooled(&self) -> Option<TcpStream> {
+        loop {
+            let stream = self.idle.lock().expect("the pool is never poisoned").pop()?;
+            match stream.try_read(&mut [0u8; 1]) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(stream),
+                // Closed (Ok(0)), unsolicited bytes, or an error: dropped.
+                _ => continue,
+            }
+        }
+    }
+
     async fn connect(&self) -> Result<TcpStream, Failure> {
-        let stream = TcpStream::connect(self.addr).await.map_err(|_| Failure::Connect)?;
+        let stream = TcpStream::connect(&self.addrs[..]).await.map_err(|_| Failure::Connect)?;
         stream.set_nodelay(true).map_err(|_| Failure::Connect)?;
         Ok(stream)
     }
@@ -120,158 +145,247 @@ fn request(target: &str, authority: &str, authorization: Option<&[u8]>, body: &[
 
 #[derive(Debug, PartialEq, Eq)]
 enum Exchange {
-    /// The connection ended before any byte of the answer.
+    /// The write failed, or the connection ended before one byte of an answer.
     Closed,
     Io,
     Malformed,
 }
 
+/// What has been read of an answer and not yet consumed: consuming moves a cursor, and the
+/// consumed bytes are dropped only before the next read, so each byte is copied at most once
+/// however small the pieces a server sends.
+#[derive(Default)]
+struct Buffer {
+    data: Vec<u8>,
+    at: usize,
+    /// Whether any byte of an answer arrived (a server that sent one did take the request).
+    received: bool,
+}
+
+impl Buffer {
+    fn rest(&self) -> &[u8] {
+        &self.data[self.at..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.at = self.at.saturating_add(n).min(self.data.len());
+    }
+
+    fn is_empty(&self) -> bool {
+        self.at == self.data.len()
+    }
+
+    /// Reads more onto the end; 0 at the end of the connection.
+    async fn fill<R: tokio::io::AsyncRead + Unpin>(&mut self, source: &mut R) -> Result<usize, Exchange> {
+        if self.at > 0 {
+            self.data.drain(..self.at);
+            self.at = 0;
+        }
+        self.data.reserve(8192);
+        let n = source.read_buf(&mut self.data).await.map_err(|_| Exchange::Io)?;
+        self.received |= n > 0;
+        Ok(n)
+    }
+}
+
 /// Writes one request and reads its answer to the end of its body.
-async fn exchange(stream: &mut TcpStream, request: &[u8], buffer: &mut Vec<u8>) -> Result<Answer, Exchange> {
+async fn exchange(stream: &mut TcpStream, request: &[u8], buffer: &mut Buffer) -> Result<Answer, Exchange> {
     stream.write_all(request).await.map_err(|_| Exchange::Closed)?;
     read_answer(stream, buffer).await
 }
 
-/// Reads an HTTP/1.1 answer from `source` into `buffer` (which keeps only what is still to be
-/// parsed): the head, then a body by Content-Length, chunked, or to the end of the connection.
-async fn read_answer<R: tokio::io::AsyncRead + Unpin>(
-    source: &mut R,
-    buffer: &mut Vec<u8>,
-) -> Result<Answer, Exchange> {
-    loop {
-        // How much of `buffer` is known to hold no end of the head: each byte is looked at
+/// How an answer's head says its body is framed (RFC 9112 §6).
+struct Head {
+    /// Bytes of the head itself.
+    len: usize,
+    status: u16,
+    length: Option<u64>,
+    /// Transfer-Encoding was present; `chunked` when its last coding is chunked.
+    encoded: bool,
+    chunked: bool,
+    close: bool,
+    http10: bool,
+}
+
+fn parse_head(bytes: &[u8]) -> Result<Option<Head>, Exchange> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    let len = match response.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(Exchange::Malformed),
+    };
+    let http10 = response.version == Some(0);
+    let mut head = Head {
+        len,
+        status: response.code.ok_or(Exchange::Malformed)?,
+        length: None,
+        encoded: false,
+        chunked: false,
+        close: false,
+        http10,
+    };
+    let (mut keep_alive, mut close) = (false, false);
+    for header in response.headers.iter() {
+        let tokens = || header.value.split(|&b| b == b',').map(|t| t.trim_ascii());
+        if header.name.eq_ignore_ascii_case("content-length") {
+            let value = header.value.trim_ascii();
+            if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+                return Err(Exchange::Malformed);
+            }
+            let value =
+                std::str::from_utf8(value).ok().and_then(|v| v.parse::<u64>().ok()).ok_or(Exchange::Malformed)?;
+            // Two lengths that disagree frame nothing (RFC 9112 §6.3, item 5).
+            if head.length.is_some_and(|l| l != value) {
+                return Err(Exchange::Malformed);
+            }
+            head.length = Some(value);
+        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+            head.encoded = true;
+            head.chunked = tokens().rfind(|t| !t.is_empty()).is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
+        } else if header.name.eq_ignore_ascii_case("connection") {
+            for token in tokens() {
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        }
+    }
+    // A close anywhere stands; keep-alive only lifts HTTP/1.0's default.
+    head.close = close || (http10 && !keep_alive);
+    Ok(Some(head))
+}
+
+/// Reads an HTTP/1.1 answer from `source` through `buffer`: interim heads, the head, then a body
+/// by Content-Length, chunked, or to the end of the connection.
+async fn read_answer<R: tokio::io::AsyncRead + Unpin>(source: &mut R, buffer: &mut Buffer) -> Result<Answer, Exchange> {
+    for _ in 0..=MAX_INTERIM {
+        // How much of the buffer is known to hold no end of the head: each byte is looked at
         // once, so a server sending its head a byte at a time costs linear time, not quadratic.
         let mut scanned = 0;
-        let (head, status, length, chunked, close) = loop {
-            if !ends_head(buffer, scanned) {
-                if buffer.len() >= MAX_HEAD {
-                    return Err(Exchange::Malformed);
-                }
-                scanned = buffer.len();
-                let was = buffer.len();
-                if fill(source, buffer).await? == 0 {
-                    return Err(if was == 0 { Exchange::Closed } else { Exchange::Malformed });
-                }
-                continue;
-            }
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut response = httparse::Response::new(&mut headers);
-            match response.parse(buffer) {
-                Ok(httparse::Status::Complete(head)) => {
-                    let status = response.code.ok_or(Exchange::Malformed)?;
-                    let mut length = None;
-                    let (mut chunked, mut close) = (false, response.version == Some(0));
-                    for header in response.headers.iter() {
-                        let value = std::str::from_utf8(header.value).map_err(|_| Exchange::Malformed)?.trim();
-                        if header.name.eq_ignore_ascii_case("content-length") {
-                            length = Some(value.parse::<u64>().map_err(|_| Exchange::Malformed)?);
-                        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-                            chunked = value.to_ascii_lowercase().ends_with("chunked");
-                        } else if header.name.eq_ignore_ascii_case("connection") {
-                            let value = value.to_ascii_lowercase();
-                            close = value.contains("close") || (close && !value.contains("keep-alive"));
-                        }
-                    }
-                    break (head, status, length, chunked, close);
+        let head = loop {
+            if ends_head(buffer.rest(), scanned) {
+                if let Some(head) = parse_head(buffer.rest())? {
+                    break head;
                 }
                 // A blank line ends every head, so a complete one that does not parse is broken.
-                _ => return Err(Exchange::Malformed),
+                return Err(Exchange::Malformed);
+            }
+            if buffer.rest().len() >= MAX_HEAD {
+                return Err(Exchange::Malformed);
+            }
+            scanned = buffer.rest().len();
+            if buffer.fill(source).await? == 0 {
+                return Err(if buffer.received { Exchange::Malformed } else { Exchange::Closed });
             }
         };
-        buffer.drain(..head);
-        // 1xx heads (100 Continue, 103 Early Hints) come before the answer itself.
-        if (100..200).contains(&status) && status != 101 {
-            continue;
+        buffer.consume(head.len);
+        match head.status {
+            // Nothing here asks to switch protocols.
+            101 => return Err(Exchange::Malformed),
+            // 100 Continue, 103 Early Hints: the answer itself comes after.
+            100..=199 => continue,
+            _ => {}
         }
-        let reusable = if status == 204 || status == 304 {
+        let reusable = if head.status == 204 || head.status == 304 {
             true
-        } else if chunked {
+        } else if head.chunked {
             skip_chunked(source, buffer).await?;
-            true
-        } else if let Some(length) = length {
+            // Both framings at once, or an encoding on HTTP/1.0: answered, but not trusted again.
+            head.length.is_none() && !head.http10
+        } else if let (Some(length), false) = (head.length, head.encoded) {
             skip(source, buffer, length).await?;
             true
         } else {
-            // No length: the body runs to the end of the connection.
-            while fill(source, buffer).await? > 0 {
-                buffer.clear();
+            // No length, or an encoding that is not chunked: the body runs to the end.
+            buffer.consume(usize::MAX);
+            while buffer.fill(source).await? > 0 {
+                buffer.consume(usize::MAX);
             }
             false
         };
-        return Ok(Answer { status, reusable: reusable && !close });
+        return Ok(Answer { status: head.status, reusable: reusable && !head.close });
     }
+    Err(Exchange::Malformed)
 }
 
-/// Whether `buffer` holds a blank line (LF LF or LF CR LF) ending at or after `from`.
-fn ends_head(buffer: &[u8], from: usize) -> bool {
-    let start = from.saturating_sub(2);
-    buffer[start.min(buffer.len())..]
+/// Whether `bytes` holds a blank line (LF LF or LF CR LF) ending at or after `from`.
+fn ends_head(bytes: &[u8], from: usize) -> bool {
+    let start = from.saturating_sub(2).min(bytes.len());
+    bytes[start..]
         .windows(2)
         .enumerate()
-        .any(|(at, w)| w == b"\n\n" || (w == b"\n\r" && buffer.get(start + at + 2) == Some(&b'\n')))
-}
-
-/// Reads more of the answer onto the end of `buffer`; 0 at the end of the connection.
-async fn fill<R: tokio::io::AsyncRead + Unpin>(source: &mut R, buffer: &mut Vec<u8>) -> Result<usize, Exchange> {
-    buffer.reserve(8192);
-    source.read_buf(buffer).await.map_err(|_| Exchange::Io)
+        .any(|(at, w)| w == b"\n\n" || (w == b"\n\r" && bytes.get(start + at + 2) == Some(&b'\n')))
 }
 
 /// Drops `length` body bytes, from `buffer` first.
 async fn skip<R: tokio::io::AsyncRead + Unpin>(
     source: &mut R,
-    buffer: &mut Vec<u8>,
+    buffer: &mut Buffer,
     mut length: u64,
 ) -> Result<(), Exchange> {
     loop {
-        let have = (buffer.len() as u64).min(length);
-        buffer.drain(..have as usize);
+        let have = (buffer.rest().len() as u64).min(length);
+        buffer.consume(have as usize);
         length -= have;
         if length == 0 {
             return Ok(());
         }
-        if fill(source, buffer).await? == 0 {
+        if buffer.fill(source).await? == 0 {
             return Err(Exchange::Malformed);
         }
     }
 }
 
-/// Drops a chunked body and its trailers.
-async fn skip_chunked<R: tokio::io::AsyncRead + Unpin>(source: &mut R, buffer: &mut Vec<u8>) -> Result<(), Exchange> {
+/// Drops a chunked body and its trailers (at most [`MAX_HEAD`] bytes of them).
+async fn skip_chunked<R: tokio::io::AsyncRead + Unpin>(source: &mut R, buffer: &mut Buffer) -> Result<(), Exchange> {
     loop {
-        let line = read_line(source, buffer).await?;
-        let size = line.split(|&b| b == b';').next().unwrap_or_default();
-        let size = std::str::from_utf8(size).ok().map(str::trim).and_then(|s| u64::from_str_radix(s, 16).ok());
-        match size {
-            Some(0) => {
-                // Trailers, up to the empty line.
-                while !read_line(source, buffer).await?.is_empty() {}
-                return Ok(());
-            }
-            Some(size) => {
-                skip(source, buffer, size).await?;
-                if !read_line(source, buffer).await?.is_empty() {
+        let size = {
+            let line = read_line(source, buffer).await?;
+            let size = line.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
+            let hex = !size.is_empty() && size.len() <= 16 && size.iter().all(u8::is_ascii_hexdigit);
+            let size = std::str::from_utf8(size).ok().filter(|_| hex).and_then(|s| u64::from_str_radix(s, 16).ok());
+            size.ok_or(Exchange::Malformed)?
+        };
+        if size == 0 {
+            let mut trailers = 0;
+            loop {
+                let line = read_line(source, buffer).await?;
+                if line.is_empty() {
+                    return Ok(());
+                }
+                trailers += line.len() + 2;
+                if trailers > MAX_HEAD {
                     return Err(Exchange::Malformed);
                 }
             }
-            None => return Err(Exchange::Malformed),
+        }
+        skip(source, buffer, size).await?;
+        if !read_line(source, buffer).await?.is_empty() {
+            return Err(Exchange::Malformed);
         }
     }
 }
 
-/// Takes one CRLF-ended line off the front of `buffer`, reading more as needed.
-async fn read_line<R: tokio::io::AsyncRead + Unpin>(source: &mut R, buffer: &mut Vec<u8>) -> Result<Vec<u8>, Exchange> {
+/// Takes one CRLF-ended line off the front of `buffer` (without its CRLF), reading more as
+/// needed; a line longer than [`MAX_HEAD`] is malformed.
+async fn read_line<'b, R: tokio::io::AsyncRead + Unpin>(
+    source: &mut R,
+    buffer: &'b mut Buffer,
+) -> Result<&'b [u8], Exchange> {
     let mut scanned = 0usize;
     loop {
         let from = scanned.saturating_sub(1);
-        if let Some(at) = buffer[from..].windows(2).position(|w| w == b"\r\n") {
+        if let Some(at) = buffer.rest()[from..].windows(2).position(|w| w == b"\r\n") {
             let at = at + from;
-            let line = buffer[..at].to_vec();
-            buffer.drain(..at + 2);
-            return Ok(line);
+            let start = buffer.at;
+            buffer.consume(at + 2);
+            return Ok(&buffer.data[start..start + at]);
         }
-        scanned = buffer.len();
-        if buffer.len() > MAX_HEAD || fill(source, buffer).await? == 0 {
+        scanned = buffer.rest().len();
+        if scanned > MAX_HEAD || buffer.fill(source).await? == 0 {
             return Err(Exchange::Malformed);
         }
     }
@@ -286,13 +400,13 @@ mod tests {
         // One byte at a time as well as whole: every read boundary is exercised.
         let whole = runtime.block_on(async {
             let mut source = bytes;
-            let mut buffer = Vec::new();
+            let mut buffer = Buffer::default();
             let answer = read_answer(&mut source, &mut buffer).await;
-            (answer, buffer)
+            (answer, buffer.rest().to_vec())
         });
         let trickled = runtime.block_on(async {
             let mut source = tokio_test_reader(bytes);
-            let mut buffer = Vec::new();
+            let mut buffer = Buffer::default();
             read_answer(&mut source, &mut buffer).await
         });
         assert_eq!(whole.0, trickled, "read whole and byte by byte alike");
@@ -335,6 +449,21 @@ mod tests {
         assert_eq!(read(kept).0, Ok(Answer { status: 200, reusable: true }));
         let early = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
         assert_eq!(read(early).0, Ok(Answer { status: 204, reusable: true }));
+        // A close anywhere among the tokens stands; keep-alive lifts only HTTP/1.0's default.
+        let both = b"HTTP/1.1 200 OK\r\nConnection: close\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(read(both).0, Ok(Answer { status: 200, reusable: false }));
+        let listed = b"HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(read(listed).0, Ok(Answer { status: 200, reusable: false }));
+        // Chunked with a length too: framed by the chunks, and the connection not trusted again.
+        let framed_twice =
+            b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n";
+        assert_eq!(read(framed_twice), (Ok(Answer { status: 200, reusable: false }), Vec::new()));
+        // An encoding that is not chunked runs to the end, whatever length it gives.
+        let gzip = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 1\r\n\r\nabc";
+        assert_eq!(read(gzip), (Ok(Answer { status: 200, reusable: false }), Vec::new()));
+        // Header values that are not UTF-8 are legal (obs-text) and are not read.
+        let latin1 = b"HTTP/1.1 200 OK\r\nServer: caf\xe9\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(read(latin1).0, Ok(Answer { status: 200, reusable: true }));
     }
 
     #[test]
@@ -346,6 +475,21 @@ mod tests {
         assert_eq!(read(b"HTTP/1.1 200 OK\r\nContent-").0, Err(Exchange::Malformed));
         let bad_chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
         assert_eq!(read(bad_chunk).0, Err(Exchange::Malformed));
+        let signed = b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok";
+        assert_eq!(read(signed).0, Err(Exchange::Malformed));
+        let disagree = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nContent-Length: 2\r\n\r\nok";
+        assert_eq!(read(disagree).0, Err(Exchange::Malformed), "two lengths that disagree frame nothing");
+        let upgrade = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n";
+        assert_eq!(read(upgrade).0, Err(Exchange::Malformed));
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM + 1);
+        assert_eq!(read(&interim).0, Err(Exchange::Malformed), "interim heads are bounded");
+        // A 1xx then silence: the server took the request, so it is not retried as closed.
+        assert_eq!(read(b"HTTP/1.1 100 Continue\r\n\r\n").0, Err(Exchange::Malformed));
+        // A thousand one-byte chunks: consumed in linear time (a cursor, not a copy per chunk).
+        let chunks = b"1\r\nx\r\n".repeat(1000);
+        let tiny =
+            [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".as_slice(), &chunks, b"0\r\n\r\n"].concat();
+        assert_eq!(read(&tiny).0, Ok(Answer { status: 200, reusable: true }));
         let endless = [b"HTTP/1.1 200 OK\r\nX: ".as_slice(), &vec![b'a'; MAX_HEAD + 10]].concat();
         assert_eq!(read(&endless).0, Err(Exchange::Malformed), "a head past 64 KiB is refused");
     }
@@ -360,34 +504,46 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_the_server_closed_while_idle_is_replaced_once() {
+    fn a_connection_closed_while_idle_or_left_with_unread_bytes_is_not_reused() {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
-            // Answers one request per connection, then closes it without saying so, as a
-            // server whose keep-alive timer ran out does.
+            // The first connection is closed after its answer without a word, as a server whose
+            // keep-alive timer ran out does; the second answers with a byte past its length and
+            // stays open, not reading; the third is well behaved.
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let port = listener.local_addr().unwrap().port();
             let server = tokio::spawn(async move {
-                for _ in 0..3 {
+                let mut held = Vec::new();
+                for n in 0..3 {
                     let (mut socket, _) = listener.accept().await.unwrap();
                     let mut buffer = vec![0u8; 4096];
                     let mut got = Vec::new();
                     while !got.ends_with(b"{}") {
-                        let n = socket.read(&mut buffer).await.unwrap();
-                        got.extend_from_slice(&buffer[..n]);
+                        let read = socket.read(&mut buffer).await.unwrap();
+                        got.extend_from_slice(&buffer[..read]);
                     }
-                    socket.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok").await.unwrap();
+                    let extra = if n == 1 { "X" } else { "" };
+                    let answer = format!("HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok{extra}");
+                    socket.write_all(answer.as_bytes()).await.unwrap();
+                    if n == 1 {
+                        held.push(socket);
+                    }
                 }
+                held
             });
-            let url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/infer")).unwrap();
+            let url = reqwest::Url::parse(&format!("http://localhost:{port}/infer")).unwrap();
             let wire = Wire::new(&url, &[Bytes::from_static(b"{}")], None).await.unwrap();
             for _ in 0..3 {
-                assert_eq!(wire.send(0).await, Ok(201));
+                let sent = tokio::time::timeout(std::time::Duration::from_secs(5), wire.send(0)).await;
+                assert_eq!(sent, Ok(Ok(201)), "a reused bad connection would wait here");
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
-            server.await.unwrap();
-            let refused =
-                Wire { addr: "127.0.0.1:1".parse().unwrap(), requests: vec![Bytes::new()], idle: Mutex::default() };
+            drop(server.await.unwrap());
+            let refused = Wire {
+                addrs: vec!["127.0.0.1:1".parse().unwrap()],
+                requests: vec![Bytes::new()],
+                idle: Mutex::default(),
+            };
             assert_eq!(refused.send(0).await, Err(Failure::Connect));
             let https = reqwest::Url::parse("https://127.0.0.1/").unwrap();
             assert!(Wire::new(&https, &[], None).await.is_none(), "HTTPS stays with the general client");
