@@ -385,7 +385,9 @@ fn TextField(form: Form, key: &'static str) -> impl IntoView {
     view! {
         <div class="field" data-field=key>
             <label for=id.clone()>{spec.label}</label>
-            <input id=id name=key type="text" value=value.get_untracked() prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev))/>
+            <div class="input-row">
+                <input id=id name=key type="text" value=value.get_untracked() prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev))/>
+            </div>
         </div>
     }
 }
@@ -457,7 +459,11 @@ fn SizingView(s: Sizing) -> impl IntoView {
                     </tbody>
                 </table>
             </div>
-            <p class="note">{format!("{} configurations examined, {} meet every constraint.", s.result.evaluated, s.result.feasible)}</p>
+            <p class="note">{format!(
+                "{} examined, {} every constraint.",
+                if s.result.evaluated == 1 { "1 configuration".to_string() } else { format!("{} configurations", s.result.evaluated) },
+                if s.result.feasible == 1 { "1 meets".to_string() } else { format!("{} meet", s.result.feasible) }
+            )}</p>
         </div>
         <div class="card">
             <h2>"Hardware considered"</h2>
