@@ -56,7 +56,7 @@ impl Protocol {
 
 /// A target ready to load: the URL requests go to, the bodies to send (cycled) and what the
 /// target said about itself.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Prepared {
     pub protocol: Protocol,
     pub url: String,
@@ -73,6 +73,21 @@ pub struct Prepared {
     parsed: std::sync::OnceLock<reqwest::Url>,
     /// The lean HTTP/1.1 client, for a plain-`http` target answering whole (see [`Wire`]).
     wire: tokio::sync::OnceCell<Option<Arc<Wire>>>,
+}
+
+/// The URL as stored (no credentials, no query: either may hold a secret), and no bodies.
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = super::public_url(&self.url).unwrap_or_else(|_| "the target".into());
+        f.debug_struct("Prepared")
+            .field("protocol", &self.protocol)
+            .field("url", &url)
+            .field("bodies", &self.bodies.len())
+            .field("model", &self.model)
+            .field("model_version", &self.model_version)
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How a request failed, as a stable label for counting.
@@ -534,6 +549,27 @@ pub fn v2_request(metadata: &Value) -> anyhow::Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prepared_target_prints_no_credentials_query_or_body() {
+        let prepared = Prepared {
+            protocol: Protocol::HttpJson,
+            url: "http://user:hunter2@10.0.0.5:8080/infer?api_key=sk-secret".into(),
+            bodies: vec![Bytes::from_static(b"{\"token\": \"body-secret\"}")],
+            expect_status: 200,
+            model: None,
+            model_version: None,
+            server: None,
+            channel: None,
+            parsed: std::sync::OnceLock::new(),
+            wire: tokio::sync::OnceCell::new(),
+        };
+        let shown = format!("{prepared:?}");
+        assert!(shown.contains("http://10.0.0.5:8080/infer"), "{shown}");
+        for secret in ["hunter2", "sk-secret", "body-secret", "user"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
 
     #[test]
     fn sse_events_split_on_either_line_ending_and_parse() {
