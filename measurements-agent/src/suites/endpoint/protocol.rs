@@ -75,6 +75,17 @@ pub struct Prepared {
     wire: tokio::sync::OnceCell<Option<Arc<Wire>>>,
 }
 
+impl Prepared {
+    /// `url`, parsed on first use (it was checked when the run began).
+    fn parsed_url(&self) -> Result<&reqwest::Url, Failure> {
+        if let Some(url) = self.parsed.get() {
+            return Ok(url);
+        }
+        let url = reqwest::Url::parse(&self.url).map_err(|_| Failure::Connect)?;
+        Ok(self.parsed.get_or_init(|| url))
+    }
+}
+
 /// The URL as stored (no credentials, no query: either may hold a secret), and no bodies.
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -220,36 +231,25 @@ impl Client {
     /// Sends the `i`th of the target's bodies (cycled); `Ok` carries the streamed tokens for
     /// LLM protocols.
     pub async fn send(&self, target: &Prepared, i: usize) -> Result<Option<Tokens>, Failure> {
+        let body = || target.bodies[i % target.bodies.len()].clone();
         if let Some(channel) = &target.channel {
-            let body = target.bodies[i % target.bodies.len()].clone();
-            return super::grpc::send(channel, self.grpc_authorization.as_ref(), body).await.map(|()| None);
+            return super::grpc::send(channel, self.grpc_authorization.as_ref(), body()).await.map(|()| None);
         }
+        let url = target.parsed_url()?;
         if !target.protocol.is_llm() {
-            let bodies = &target.bodies;
             let authorization = self.authorization.as_ref().map(|v| v.as_bytes());
             let wire = target
                 .wire
-                .get_or_init(|| async {
-                    let url = reqwest::Url::parse(&target.url).ok()?;
-                    Wire::new(&url, bodies, authorization).await.map(Arc::new)
-                })
+                .get_or_init(|| async { Wire::new(url, &target.bodies, authorization).await.map(Arc::new) })
                 .await;
             if let Some(wire) = wire {
                 let status = wire.send(i).await?;
                 return if status == target.expect_status { Ok(None) } else { Err(Failure::Status(status)) };
             }
         }
-        let body = target.bodies[i % target.bodies.len()].clone();
-        let url = match target.parsed.get() {
-            Some(url) => url.clone(),
-            None => {
-                let url = reqwest::Url::parse(&target.url).map_err(|_| Failure::Connect)?;
-                target.parsed.get_or_init(|| url).clone()
-            }
-        };
         // The caller bounds the request's time (the load loops by their timeouts), so no
         // timer is armed here per request.
-        let response = self.post(url, body).send().await.map_err(|e| Failure::of(&e))?;
+        let response = self.post(url.clone(), body()).send().await.map_err(|e| Failure::of(&e))?;
         let status = response.status().as_u16();
         if !target.protocol.is_llm() {
             // Read the whole answer (the service's work includes sending it), keeping none of it.
