@@ -304,6 +304,14 @@ pub fn RightSizingPage() -> impl IntoView {
         <Title text="Right-sizing · Headroom"/>
         <h1>"Right-sizing"</h1>
         <p class="lede">"The cheapest configuration that meets your latency SLO, from service times measured on your nodes. Every configuration on the Pareto front is one no other beats on both cost and latency."</p>
+        // One Suspense reads the measured nodes for both the service list and the answer: one
+        // Resource read under two Suspense boundaries now and then left the SSR stream open
+        // forever (leptos-rs/leptos#4851), which is how a CI run timed out on this page.
+        <Suspense fallback=|| view! { <p>"Loading measured nodes…"</p> }>
+        {move || Suspend::new(async move {
+        let fleet = nodes.await;
+        let services = fleet.as_ref().map(|fleet| fleet.services.clone()).unwrap_or_default();
+        view! {
         <div class="planner">
             // Before the bundle hydrates this is a plain GET form (Enter or "Update" reloads the
             // page with what was typed); after, the page answers as you type and submitting does nothing.
@@ -322,16 +330,8 @@ pub fn RightSizingPage() -> impl IntoView {
                 {view! {
                 <fieldset>
                     <legend>"Your service"</legend>
-                    // The list comes with the measured nodes, so it waits for them like the answer does.
-                    <Suspense fallback=|| view! { <p class="hint">"Loading measured services…"</p> }>
-                        {move || Suspend::new(async move {
-                            let services = nodes.await.map(|fleet| fleet.services).unwrap_or_default();
-                            view! {
-                                <ServicePicker form services none="— none: the reference model on each node —"
-                                    idle_hint="Sizes replicas of your own service from its load test, instead of the reference model."/>
-                            }
-                        })}
-                    </Suspense>
+                    <ServicePicker form services none="— none: the reference model on each node —"
+                        idle_hint="Sizes replicas of your own service from its load test, instead of the reference model."/>
                     <Show when=move || !form.text("service").is_empty()>
                         <TextField form key="svc_type"/>
                         <NumberField form key="svc_price" hint="What one replica of your service costs an hour, as deployed."/>
@@ -364,16 +364,15 @@ pub fn RightSizingPage() -> impl IntoView {
                 <SaveScenario kind=KIND path="/right-sizing" form/>
             </form>
             <section class="outputs" aria-live="polite">
-                <Suspense fallback=|| view! { <p>"Loading measured nodes…"</p> }>
-                    {move || Suspend::new(async move {
-                        match nodes.await {
-                            Err(err) => view! { <p class="error">{format!("Could not load the measured nodes: {}", crate::pages::scenarios::clean(&err))}</p> }.into_any(),
-                            Ok(fleet) => view! { <Outputs form nodes=fleet.nodes services=fleet.services/> }.into_any(),
-                        }
-                    })}
-                </Suspense>
+                {match fleet {
+                    Err(err) => view! { <p class="error">{format!("Could not load the measured nodes: {}", crate::pages::scenarios::clean(&err))}</p> }.into_any(),
+                    Ok(fleet) => view! { <Outputs form nodes=fleet.nodes services=fleet.services/> }.into_any(),
+                }}
             </section>
         </div>
+        }
+        })}
+        </Suspense>
     }
 }
 
