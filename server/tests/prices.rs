@@ -130,3 +130,34 @@ async fn a_wrong_catalog_is_refused_cell_by_cell_and_changes_nothing() {
         db.drop_database().await;
     }
 }
+
+/// Two replicas importing at the same instant (two servers on one database): both imports are
+/// kept, as two versions in turn, and the newest is one of them whole. Postgres only: replicas
+/// share Postgres; two servers on one SQLite file are not a deployment (the second writer gets
+/// 503 and Retry-After).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imports_on_two_replicas_at_once_become_two_versions() {
+    for db in databases().await.into_iter().filter(|db| db.backend == "postgres") {
+        let (a, b) = (spawn(&db).await, spawn(&db).await);
+        let (token_a, token_b) = (a.user_token(Role::Admin).await, b.user_token(Role::Admin).await);
+        let first = DEFAULT_CATALOG.replacen("g5.xlarge", "g5.first", 1);
+        let second = DEFAULT_CATALOG.replacen("g5.xlarge", "g5.second", 1);
+        // Several rounds, so the two transactions overlap in some whatever the timing.
+        for round in 0..8i64 {
+            let ((status_a, body_a), (status_b, body_b)) =
+                tokio::join!(import(&a, &token_a, &first), import(&b, &token_b, &second));
+            assert_eq!(status_a, StatusCode::CREATED, "{} round {round}: {body_a}", db.backend);
+            assert_eq!(status_b, StatusCode::CREATED, "{} round {round}: {body_b}", db.backend);
+            let mut versions = vec![body_a["version"].as_i64().unwrap(), body_b["version"].as_i64().unwrap()];
+            versions.sort();
+            let expected = [2 + 2 * round, 3 + 2 * round];
+            assert_eq!(versions, expected, "{}: the seeded catalog is 1, then one version each", db.backend);
+            let (_, version, csv) = export(&a, &token_a).await;
+            assert_eq!(version, expected[1].to_string());
+            assert!(csv.contains("g5.first") != csv.contains("g5.second"), "one import whole, not a mix");
+        }
+        a.stop().await;
+        b.stop().await;
+        db.drop_database().await;
+    }
+}

@@ -3,7 +3,7 @@
 use sqlx::{AssertSqlSafe, FromRow};
 use uuid::Uuid;
 
-use super::{Store, now_ms};
+use super::{DatabaseKind, Store, now_ms};
 use crate::prices::{self, PriceRow};
 
 #[derive(FromRow)]
@@ -32,19 +32,17 @@ pub struct CatalogVersion {
 }
 
 impl Store {
-    /// Loads the shipped catalog into a database that has never had one.
+    /// Loads the shipped catalog into a database that has never had one. Replicas starting at
+    /// the same instant all call this; the check is made under the catalog's lock, so exactly
+    /// one of them loads it.
     pub(super) async fn seed_price_catalog(&self) -> anyhow::Result<()> {
         if self.catalog_version().await?.is_some() {
             return Ok(());
         }
         let rows = prices::parse(prices::DEFAULT_CATALOG)
             .map_err(|errors| anyhow::anyhow!("the shipped price catalog is invalid: {errors:?}"))?;
-        match self.replace_price_catalog(&rows, "default", "default").await {
-            Ok(_) => Ok(()),
-            // Another server process seeded it first.
-            Err(_) if self.catalog_version().await?.is_some() => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.write_price_catalog(&rows, "default", "default", true).await?;
+        Ok(())
     }
 
     /// The newest catalog version, if any was ever loaded.
@@ -73,9 +71,31 @@ impl Store {
         created_by: &str,
         origin: &str,
     ) -> anyhow::Result<i64> {
+        let version = self.write_price_catalog(rows, created_by, origin, false).await?;
+        Ok(version.expect("written unless only_if_empty"))
+    }
+
+    /// [`Store::replace_price_catalog`]; with `only_if_empty`, nothing when a catalog exists.
+    /// The next version number is read and written under a lock on `catalog_versions`
+    /// (Postgres; SQLite has one writer), so imports on two replicas at once get two versions
+    /// in turn instead of one failing on the same number.
+    async fn write_price_catalog(
+        &self,
+        rows: &[PriceRow],
+        created_by: &str,
+        origin: &str,
+        only_if_empty: bool,
+    ) -> anyhow::Result<Option<i64>> {
         let (_writing, mut tx) = self.begin_write().await?;
+        if self.backend == DatabaseKind::Postgres {
+            // Conflicts with itself and with writes, not with readers.
+            sqlx::query("LOCK TABLE catalog_versions IN SHARE ROW EXCLUSIVE MODE").execute(&mut *tx).await?;
+        }
         let (last,): (Option<i64>,) =
             sqlx::query_as("SELECT MAX(version) FROM catalog_versions").fetch_one(&mut *tx).await?;
+        if only_if_empty && last.is_some() {
+            return Ok(None);
+        }
         let version = last.unwrap_or(0) + 1;
         sqlx::query("DELETE FROM price_catalog").execute(&mut *tx).await?;
         const COLUMNS: usize = 14;
@@ -121,7 +141,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(version)
+        Ok(Some(version))
     }
 
     /// The current catalog in a stable order.
