@@ -3,10 +3,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Output;
 
 use assert_cmd::cargo::CommandCargoExt;
-use common::{Fault, Server};
+use common::{Fault, Server, agent, text};
 
 /// The server with TLS for `localhost` (a fresh self-signed certificate), itself or behind a
 /// TLS-terminating proxy that cannot carry gRPC; and the certificate (PEM) an agent must trust.
@@ -21,25 +20,11 @@ async fn start_tls(db_dir: &Path, without_grpc: bool) -> (Server, String) {
     (server, cert)
 }
 
-/// Runs the agent binary off the async runtime.
-async fn agent(args: &[&str], spool: &Path, server: Option<(&str, &str)>) -> Output {
-    let mut cmd = std::process::Command::cargo_bin("measurements-agent").unwrap();
-    cmd.args(args).arg("--spool").arg(spool).env_remove("HEADROOM_SERVER").env_remove("HEADROOM_TOKEN");
-    if let Some((url, token)) = server {
-        cmd.args(["--server", url, "--token", token]);
-    }
-    tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap()
-}
-
 fn spooled(spool: &Path) -> usize {
     std::fs::read_dir(spool)
         .unwrap()
         .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
         .count()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+use common::text;
+
 use assert_cmd::cargo::CommandCargoExt;
 use model::{Measurement, MeasurementStatus, RunUpload};
 
@@ -115,10 +117,6 @@ fn agent(args: &[&str], spool: &Path) -> Output {
         .env_remove("HEADROOM_TOKEN")
         .output()
         .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// The run the agent printed with --json.

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::text;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -21,10 +23,6 @@ fn agent() -> Command {
 
 fn run_transport(spool: &Path, extra: &[&str]) -> Output {
     agent().args(["run", "transport", "--quick", "--json", "--spool"]).arg(spool).args(extra).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn p<'a>(m: &'a Measurement, key: &str) -> &'a str {

@@ -9,9 +9,10 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use assert_cmd::cargo::CommandCargoExt;
 use tokio::sync::oneshot;
 
 /// `target/<profile>/headroom-server`, beside this test's own `deps/` directory.
@@ -60,6 +61,22 @@ pub fn api_token(data_dir: &Path, name: &str, role: &str) -> String {
         .env_remove("DATABASE_URL")
         .output();
     secret(&admin(data_dir, &["create-api-token", "--user", name]))
+}
+
+/// Runs the agent binary off the async runtime, with `--spool` and, if given, `--server` and
+/// `--token`; the environment's server and token are not inherited.
+pub async fn agent(args: &[&str], spool: &Path, server: Option<(&str, &str)>) -> Output {
+    let mut cmd = Command::cargo_bin("measurements-agent").unwrap();
+    cmd.args(args).arg("--spool").arg(spool).env_remove("HEADROOM_SERVER").env_remove("HEADROOM_TOKEN");
+    if let Some((url, token)) = server {
+        cmd.args(["--server", url, "--token", token]);
+    }
+    tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap()
+}
+
+/// What a finished process printed, standard output then standard error.
+pub fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// An address on this machine nobody listens on now.
