@@ -3,7 +3,7 @@
 # and the queueing model's error on a real server. Prints tables; compare the ratios, not the
 # times (shared machines are noisy).
 #
-#   measurements-agent/scripts/endpoint_bench.sh [seconds per measurement, default 15]
+#   [SECTIONS="1 2 3 4"] measurements-agent/scripts/endpoint_bench.sh [seconds per measurement, default 15]
 #
 # 1. Like for like on MLServer (scikit-learn digits), the same JSON body: wrk's closed loop with
 #    1 and 16 connections against the agent's closed loop (--concurrency 1, then 16), each pair
@@ -18,6 +18,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 secs="${1:-15}"
+# SECTIONS="3" runs only the client's ceiling, and so on (default: all four).
+want() { [[ " ${SECTIONS:-1 2 3 4} " == *" $1 "* ]]; }
 target="${CARGO_TARGET_DIR:-$root/target}"
 servers="$target/endpoint-servers"
 bash tools/endpoint-servers/setup.sh "$servers"
@@ -59,6 +61,7 @@ agent_closed() {
         --input "$4" --concurrency "$2" --duration "${secs}s" --warmup 2s --json > "$1" 2>/dev/null
 }
 
+if want 1 || want 2; then
 http=$(port); grpc=$(port); metrics=$(port)
 mkdir -p "$work/models/digits"
 cp "$servers/models/digits/"* "$work/models/digits/"
@@ -72,7 +75,9 @@ infer="$url/v2/models/digits/infer"
 body='{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP64","data":['"$(python3 -c 'print(",".join(str(float(i%17)) for i in range(64)))')"']}]}'
 printf '%s' "$body" > "$work/body.json"
 post_lua "$work/post.lua" "$work/body.json"
+fi
 
+if want 1; then
 echo "== 1. like for like, closed loops, $secs s each" >&2
 declare -A w50 w99 wrps a50 a99 arps
 for c in 1 16; do
@@ -86,11 +91,15 @@ done
 "$agent" --spool "$work/spool" run endpoint --target "$infer" --protocol http-json --input "$work/body.json" \
     --rates 15 --arrivals constant --duration "${secs}s" --warmup 2s --json > "$work/low.json" 2>/dev/null
 o50=$(stat_of "$work/low.json" endpoint_latency p50); o99=$(stat_of "$work/low.json" endpoint_latency p99)
+fi
 
+if want 2; then
 echo "== 2. an open-loop sweep" >&2
 "$agent" --spool "$work/spool" run endpoint --target "$url" --protocol kserve-v2 --model digits --sweep \
     --duration "$(( secs / 2 > 3 ? secs / 2 : 3 ))s" --warmup 2s --json > "$work/sweep.json" 2>"$work/sweep.err"
+fi
 
+if want 1; then
 echo
 echo "== 1. MLServer 1.7.1 (scikit-learn digits) at $infer, the same body; agent: measurements-agent (release)"
 echo
@@ -106,13 +115,17 @@ echo "| the agent alone | p50 | p99 |"
 echo "|---|---|---|"
 printf '| closed loop, 1 in flight (the server never idle) | %.2f ms | %.2f ms |\n' "${a50[1]}" "${a99[1]}"
 printf '| open loop, 15/s constant (the server idle between requests) | %.2f ms | %.2f ms |\n' "$o50" "$o99"
+fi
 
 echo
+if want 2; then
 echo "== 2. the model against the sweep"
 "$check" "$work/sweep.json"
 grep "step" "$work/sweep.err" || true
+fi
 
 echo
+if want 3; then
 echo "== 3. the client's ceiling: nginx 'return 200' on CPU 0, the client on CPU 1" >&2
 ng=$(port)
 mkdir -p "$work/nginx"
@@ -156,29 +169,43 @@ PY
 # wrk's own latency figures are for its closed loop; only its throughput is compared here.
 read -r wcpu wng < <(python3 "$work/cores.py" "$nginx_pid" "$work/ng-wrk.txt" \
     taskset -c 1 wrk -t1 -c16 -d"${secs}s" -s "$work/post-empty.lua" "http://127.0.0.1:$ng/")
-read -r acpu ang < <(python3 "$work/cores.py" "$nginx_pid" "$work/ng-closed.json" \
-    taskset -c 1 "$agent" --spool "$work/spool" run endpoint --target "http://127.0.0.1:$ng/" --protocol http-json \
-    --input "$work/empty.json" --concurrency 16 --duration "${secs}s" --warmup 2s --json)
-ngw=$(wrk_rps "$work/ng-wrk.txt"); nga=$(stat_of "$work/ng-closed.json" endpoint_achieved_rate mean)
-rates="2000,5000,10000,20000,40000,80000"
-taskset -c 1 "$agent" --spool "$work/spool" run endpoint --target "http://127.0.0.1:$ng/" --protocol http-json \
-    --input "$work/empty.json" --rates "$rates" --arrivals poisson --max-send-lag 1ms \
-    --duration "$(( secs / 3 > 3 ? secs / 3 : 3 ))s" --warmup 1s --json > "$work/ng-open.json" 2>/dev/null
+# The agent under test, and (BASELINE_AGENT=path) another build of it in the same minute.
+clients=("agent=$agent")
+[[ -n "${BASELINE_AGENT:-}" ]] && clients+=("baseline=$BASELINE_AGENT")
+rates="5000,10000,20000,40000,60000,80000,120000"
+declare -A acpu ang nga
+for client in "${clients[@]}"; do
+    name=${client%%=*}; bin=${client#*=}
+    read -r acpu[$name] ang[$name] < <(python3 "$work/cores.py" "$nginx_pid" "$work/ng-closed-$name.json" \
+        taskset -c 1 "$bin" --spool "$work/spool" run endpoint --target "http://127.0.0.1:$ng/" --protocol http-json \
+        --input "$work/empty.json" --concurrency 16 --duration "${secs}s" --warmup 2s --json)
+    nga[$name]=$(stat_of "$work/ng-closed-$name.json" endpoint_achieved_rate mean)
+    taskset -c 1 "$bin" --spool "$work/spool" run endpoint --target "http://127.0.0.1:$ng/" --protocol http-json \
+        --input "$work/empty.json" --rates "$rates" --arrivals poisson --max-send-lag 1ms \
+        --duration "$(( secs / 3 > 3 ? secs / 3 : 3 ))s" --warmup 1s --json > "$work/ng-open-$name.json" 2>/dev/null
+done
+ngw=$(wrk_rps "$work/ng-wrk.txt")
 
 echo
 echo "== 3. the client's ceiling: nginx 1.22 'return 200' pinned to CPU 0, each client pinned to CPU 1"
 echo
-echo "| 16 in flight, closed loop | requests/s | client cores | nginx cores | requests per client CPU-second |"
-echo "|---|---|---|---|---|"
-printf '| wrk -t1 -c16 | %.0f | %s | %s | %.0f |\n' "$ngw" "$wcpu" "$wng" "$(python3 -c "print($ngw / max($wcpu, 1e-9))")"
-printf '| agent --concurrency 16 | %.0f | %s | %s | %.0f |\n' "$nga" "$acpu" "$ang" "$(python3 -c "print($nga / max($acpu, 1e-9))")"
-printf '| agent ÷ wrk | %s | | | |\n' "$(ratio "$nga" "$ngw")"
-echo
-echo "| agent open loop, Poisson, --max-send-lag 1ms | achieved/s | send lag p99 | client CPU | client-limited |"
-echo "|---|---|---|---|---|"
-python3 - "$work/ng-open.json" <<'PY'
+echo "| 16 in flight, closed loop | requests/s | ÷ wrk | client cores | nginx cores | requests per client CPU-second |"
+echo "|---|---|---|---|---|---|"
+printf '| wrk -t1 -c16 | %.0f | 1 | %s | %s | %.0f |\n' "$ngw" "$wcpu" "$wng" "$(python3 -c "print($ngw / max($wcpu, 1e-9))")"
+for client in "${clients[@]}"; do
+    name=${client%%=*}
+    printf '| %s --concurrency 16 | %.0f | %s | %s | %s | %.0f |\n' "$name" "${nga[$name]}" "$(ratio "${nga[$name]}" "$ngw")" \
+        "${acpu[$name]}" "${ang[$name]}" "$(python3 -c "print(${nga[$name]} / max(${acpu[$name]}, 1e-9))")"
+done
+for client in "${clients[@]}"; do
+    name=${client%%=*}
+    echo
+    echo "| $name open loop, Poisson, --max-send-lag 1ms | achieved/s | send lag p50 | send lag p99 | client CPU | client-limited |"
+    echo "|---|---|---|---|---|---|"
+    python3 - "$work/ng-open-$name.json" "$ngw" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))
+wrk = float(sys.argv[2])
 steps = {}
 for m in run["measurements"]:
     steps.setdefault(int(m["parameters"]["step"]), {})[m["case"]] = m
@@ -188,16 +215,20 @@ for step in sorted(steps):
     offered = s["endpoint_offered_rate"]["stats"]["mean"]
     limited = s["endpoint_latency"]["parameters"]["client_limited"] == "true"
     if not limited:
-        best = offered
-    lag = s["endpoint_send_lag"]["stats"]["p99"] * 1e3
-    print(f'| offered {offered:.0f}/s | {s["endpoint_achieved_rate"]["stats"]["mean"]:.0f} | {lag:.3f} ms | '
-          f'{s["endpoint_client_cpu"]["stats"]["mean"] * 100:.0f} % | {"yes" if limited else "no"} |')
+        best = max(best or 0, offered)
+    lag = s["endpoint_send_lag"]["stats"]
+    print(f'| offered {offered:.0f}/s | {s["endpoint_achieved_rate"]["stats"]["mean"]:.0f} | {lag["p50"] * 1e3:.3f} ms | '
+          f'{lag["p99"] * 1e3:.3f} ms | {s["endpoint_client_cpu"]["stats"]["mean"] * 100:.0f} % | {"yes" if limited else "no"} |')
 print()
-print(f"highest open-loop rate not client-limited on one core: {best:.0f}/s" if best else "every step was client-limited")
+print(f"highest open-loop rate not client-limited on one core: {best:.0f}/s, {best / wrk:.2f}× wrk's closed-loop rate"
+      if best else "every step was client-limited")
 PY
+done
 kill "$nginx_pid" 2>/dev/null || true
+fi
 
 echo
+if want 4; then
 echo "== 4. GuideLLM's mock OpenAI server told TTFT 100 ms, ITL 10 ms, 32 tokens: the agent and AIPerf at 4/s Poisson" >&2
 bash tools/endpoint-servers/setup_aiperf.sh "$servers"
 llm=$(port)
@@ -235,3 +266,5 @@ a = theirs["request_throughput"]["avg"]
 b = ours["endpoint_achieved_rate"]["mean"]
 print(f"| requests/s | 4 | {a:.2f} | {b:.2f} | {b / a:.3f} |")
 PY
+
+fi

@@ -1,17 +1,25 @@
-//! The load drivers. Open loop ([`run`]): one thread sends on a schedule fixed in advance, a
-//! small runtime carries the requests, and every latency is timed from the *scheduled* send, so
-//! a stalled server shows up as latency rather than as fewer requests (no coordinated
-//! omission). Closed loop ([`run_closed`]): a fixed number of requests in flight, back to back,
-//! for comparing like with like with closed-loop tools.
+//! The load drivers, built as wrk2 is: a sender per core (a *lane*), each a thread with its own
+//! single-threaded runtime, its own client, its own connections and its share of the work, so
+//! that no request crosses threads. (When one thread kept the schedule and handed each request
+//! to a shared runtime, two thirds of the client's time went in waking another thread, which on
+//! a virtual machine is an exit to the hypervisor, and its open loop fell behind at 2 000/s.)
+//!
+//! Open loop ([`run`]): each lane sends its share of a schedule fixed in advance, sleeping
+//! until each send on a timerfd (tokio's own timers are a millisecond coarse), and every latency
+//! is timed from the *scheduled* send, so a stalled server shows up as latency rather than as
+//! fewer requests (no coordinated omission). Closed loop ([`run_closed`]): a fixed number of
+//! requests in flight, back to back, for comparing like with like with closed-loop tools.
 
-use std::sync::Arc;
-use std::sync::mpsc;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use super::protocol::{Client, Failure, Prepared, Tokens};
-use crate::suites::transport::os::Usage;
+use crate::suites::transport::os::{Alarm, Usage};
 
 /// What happened to one scheduled request.
 #[derive(Debug)]
@@ -35,80 +43,36 @@ pub struct Outcome {
 /// A finished step: every outcome in schedule order, and the client's CPU over the step.
 pub struct Ran {
     pub outcomes: Vec<Outcome>,
-    /// Client process CPU seconds per wall second, per core (0..1).
+    /// Client process CPU seconds per wall second, per lane (0..1).
     pub cpu: f64,
 }
 
-/// Sends one request at each offset (seconds from now) and waits for every answer. A request
-/// not answered within `timeout` of its scheduled send (waiting for the in-flight cap
-/// included) is a timeout.
-pub fn run(
-    runtime: &tokio::runtime::Runtime,
-    client: &Arc<Client>,
-    target: &Arc<Prepared>,
-    offsets: &[f64],
-    max_in_flight: usize,
-    timeout: Duration,
-    workers: usize,
-) -> Ran {
-    let (tx, rx) = mpsc::channel::<(usize, Outcome)>();
-    let cap = Arc::new(Semaphore::new(max_in_flight));
-    set_fine_timer_slack();
-    let cpu_before = Usage::now();
-    let start = Instant::now() + Duration::from_millis(20);
-    for (i, &offset) in offsets.iter().enumerate() {
-        let scheduled = start + Duration::from_secs_f64(offset);
-        let now = Instant::now();
-        if scheduled > now {
-            std::thread::sleep(scheduled - now);
-        }
-        let (tx, cap, client, target) = (tx.clone(), cap.clone(), client.clone(), target.clone());
-        runtime.spawn(async move {
-            let began = Instant::now();
-            let mut capped = false;
-            let send = async {
-                let _permit = match cap.clone().try_acquire_owned() {
-                    Ok(permit) => permit,
-                    Err(_) => {
-                        capped = true;
-                        cap.acquire_owned().await.expect("the semaphore is never closed")
-                    }
-                };
-                client.send(&target, i).await
-            };
-            let deadline = tokio::time::Instant::from_std(scheduled + timeout);
-            let result = tokio::time::timeout_at(deadline, send).await.unwrap_or(Err(Failure::Timeout));
-            let done = Instant::now();
-            let (first_token, gaps) = match &result {
-                Ok(Some(tokens)) => timing(tokens, scheduled),
-                _ => (None, Vec::new()),
-            };
-            let outcome = Outcome {
-                offset,
-                lag: began.saturating_duration_since(scheduled),
-                capped,
-                latency: done.saturating_duration_since(scheduled),
-                finished: done.saturating_duration_since(start).as_secs_f64(),
-                result,
-                first_token,
-                gaps,
-            };
-            let _ = tx.send((i, outcome));
-        });
-    }
-    drop(tx);
-    let wall_start = start.min(Instant::now());
-    // Every task ends by its deadline; the margin is for a runtime too busy to say so.
+/// What every lane starts from: the client and the target as prepared (each lane makes its own
+/// of both, with its own connections), how many lanes, and the bound on each request.
+pub struct Load<'a> {
+    pub client: &'a Client,
+    pub target: &'a Prepared,
+    pub lanes: usize,
+    pub timeout: Duration,
+}
+
+/// Sends one request at each offset (seconds from the start), request `i` from lane
+/// `i % lanes`, and waits for every answer. A request not answered within `timeout` of its
+/// scheduled send (waiting for the in-flight cap included) is a timeout. `max_in_flight` is
+/// shared out between the lanes.
+pub fn run(load: &Load, offsets: &[f64], max_in_flight: usize) -> anyhow::Result<Ran> {
+    let lanes = load.lanes.clamp(1, max_in_flight.max(1));
+    let timeout = load.timeout;
+    let ran = on_lanes(load, lanes, |lane, start, client, target| {
+        let share: Vec<(usize, f64)> = offsets.iter().copied().enumerate().skip(lane).step_by(lanes).collect();
+        let cap = max_in_flight / lanes + usize::from(lane < max_in_flight % lanes);
+        open_lane(share, start, cap.max(1), timeout, client, target)
+    })?;
+    let cpu = ran.cpu();
     let mut slots: Vec<Option<Outcome>> = (0..offsets.len()).map(|_| None).collect();
-    let give_up = Instant::now() + timeout + Duration::from_secs(10);
-    while let Ok((i, outcome)) = rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+    for (i, outcome) in ran.outcomes.into_iter().flatten() {
         slots[i] = Some(outcome);
     }
-    let wall = wall_start.elapsed().as_secs_f64().max(1e-9);
-    // Of the cores the client may use: the runtime has a worker per core (up to 8), and the
-    // sending thread shares them, so a client out of CPU reads 1 (over `workers + 1` threads it
-    // could never pass 2/3 on two cores, and the client-CPU rule would never fire).
-    let cpu = (Usage::now().since(&cpu_before).cpu_s() / wall / workers as f64).min(1.0);
     let outcomes = slots
         .into_iter()
         .zip(offsets)
@@ -125,74 +89,256 @@ pub fn run(
             })
         })
         .collect();
-    Ran { outcomes, cpu }
+    Ok(Ran { outcomes, cpu })
 }
 
-/// Closed loop, as `wrk -cN` and perf_analyzer run by default: `in_flight` workers each send
-/// a request, wait for its answer and send the next at once, for `span` seconds. Latency is
-/// timed from each actual send (a closed loop has no schedule, so a stalled server shows as
-/// fewer requests rather than as latency: the price of comparing like with like with those
-/// tools). Outcomes are in order of their send.
-pub fn run_closed(
-    runtime: &tokio::runtime::Runtime,
-    client: &Arc<Client>,
-    target: &Arc<Prepared>,
-    in_flight: usize,
+/// Closed loop, as `wrk -cN` and perf_analyzer run by default: `in_flight` callers, shared out
+/// between the lanes, each send a request, wait for its answer and send the next at once, for
+/// `span` seconds. Latency is timed from each actual send (a closed loop has no schedule, so a
+/// stalled server shows as fewer requests rather than as latency: the price of comparing like
+/// with like with those tools). Outcomes are in order of their send.
+pub fn run_closed(load: &Load, in_flight: usize, span: f64) -> anyhow::Result<Ran> {
+    let lanes = load.lanes.clamp(1, in_flight.max(1));
+    let timeout = load.timeout;
+    let ran = on_lanes(load, lanes, |lane, start, client, target| {
+        let callers = in_flight / lanes + usize::from(lane < in_flight % lanes);
+        closed_lane(lane, lanes, callers, start, span, timeout, client, target)
+    })?;
+    let cpu = ran.cpu();
+    let mut outcomes: Vec<Outcome> = ran.outcomes.into_iter().flatten().collect();
+    outcomes.sort_by(|a, b| a.offset.total_cmp(&b.offset));
+    Ok(Ran { outcomes, cpu })
+}
+
+/// What each lane returned, in lane order, and the client's CPU over the step.
+struct OnLanes<T> {
+    outcomes: Vec<T>,
+    /// Process CPU seconds, and wall seconds, from the start.
+    cpu_s: f64,
+    wall: f64,
+    lanes: usize,
+}
+
+impl<T> OnLanes<T> {
+    /// CPU seconds per wall second per lane: each lane is one thread, so a client out of CPU
+    /// on every lane reads 1.
+    fn cpu(&self) -> f64 {
+        (self.cpu_s / self.wall / self.lanes as f64).min(1.0)
+    }
+}
+
+/// Runs `work` on `lanes` threads at once, each with its own single-threaded runtime, client
+/// and target (connected in that runtime), all given the same start once every lane is ready.
+fn on_lanes<T, F, Fut>(load: &Load, lanes: usize, work: F) -> anyhow::Result<OnLanes<T>>
+where
+    T: Send,
+    F: Fn(usize, Instant, Arc<Client>, Arc<Prepared>) -> Fut + Sync,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let (ready_tx, ready) = mpsc::channel::<bool>();
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        let mut go = Vec::new();
+        let mut not_started = None;
+        for lane in 0..lanes {
+            let (go_tx, go_rx) = mpsc::channel::<Instant>();
+            let (ready_tx, work) = (ready_tx.clone(), &work);
+            let spawned = std::thread::Builder::new().name(format!("endpoint-lane-{lane}")).spawn_scoped(
+                scope,
+                move || -> anyhow::Result<Option<T>> {
+                    set_fine_timer_slack();
+                    let prepared = (|| {
+                        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                        let client = Arc::new(load.client.lane()?);
+                        let target = Arc::new(runtime.block_on(load.target.lane(&client))?);
+                        anyhow::Ok((runtime, client, target))
+                    })();
+                    let _ = ready_tx.send(prepared.is_ok());
+                    let (runtime, client, target) = prepared?;
+                    // No start: another lane could not be made ready, and says why.
+                    let Ok(start) = go_rx.recv() else { return Ok(None) };
+                    runtime.block_on(work(lane, start, client, target)).map(Some)
+                },
+            );
+            match spawned {
+                Ok(handle) => {
+                    handles.push(handle);
+                    go.push(go_tx);
+                }
+                Err(e) => {
+                    not_started = Some(anyhow::Error::from(e).context("cannot start a load lane"));
+                    break;
+                }
+            }
+        }
+        drop(ready_tx);
+        let all_ready = not_started.is_none() && ready.iter().take(lanes).all(|ok| ok);
+        let cpu_before = Usage::now();
+        let start = Instant::now() + Duration::from_millis(5);
+        if all_ready {
+            for go in &go {
+                let _ = go.send(start);
+            }
+        }
+        drop(go);
+        let mut outcomes = Vec::with_capacity(lanes);
+        let mut failed = not_started;
+        for handle in handles {
+            match handle.join() {
+                Ok(Ok(Some(outcome))) => outcomes.push(outcome),
+                Ok(Ok(None)) => {}
+                Ok(Err(e)) => failed = failed.or(Some(e)),
+                Err(_) => failed = failed.or(Some(anyhow::anyhow!("a load lane panicked"))),
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let wall = start.elapsed().as_secs_f64().max(1e-9);
+        Ok(OnLanes { outcomes, cpu_s: Usage::now().since(&cpu_before).cpu_s(), wall, lanes })
+    })
+}
+
+/// Requests a lane sends before it lets the requests already sent run, when it is behind its
+/// schedule.
+const BURST: usize = 64;
+
+/// One lane's share of an open loop: `(index, offset)` in schedule order.
+async fn open_lane(
+    share: Vec<(usize, f64)>,
+    start: Instant,
+    cap: usize,
+    timeout: Duration,
+    client: Arc<Client>,
+    target: Arc<Prepared>,
+) -> anyhow::Result<Vec<(usize, Outcome)>> {
+    let alarm = Alarm::new()?;
+    let cap = Arc::new(Semaphore::new(cap));
+    let mut tasks = JoinSet::new();
+    let mut done = Vec::with_capacity(share.len());
+    let at = |offset: f64| start + Duration::from_secs_f64(offset);
+    let mut next = 0;
+    while let Some(&(_, offset)) = share.get(next) {
+        if at(offset) > Instant::now() {
+            alarm.until(at(offset)).await?;
+        } else {
+            // Behind schedule: let what was sent run before sending more.
+            tokio::task::yield_now().await;
+        }
+        let now = Instant::now();
+        let due = share[next..].iter().take(BURST).take_while(|&&(_, offset)| at(offset) <= now);
+        for &(i, offset) in due {
+            let (client, target, cap) = (client.clone(), target.clone(), cap.clone());
+            tasks.spawn(async move { (i, scheduled_send(&client, &target, &cap, i, start, offset, timeout).await) });
+            next += 1;
+        }
+        while let Some(finished) = tasks.try_join_next() {
+            done.extend(finished.ok());
+        }
+    }
+    // Every task ends by its deadline; the margin is for a runtime too busy to say so.
+    let give_up = tokio::time::Instant::now() + timeout + Duration::from_secs(10);
+    while let Ok(Some(finished)) = tokio::time::timeout_at(give_up, tasks.join_next()).await {
+        // A task panics only on a bug; its request is then a timeout, not invented.
+        done.extend(finished.ok());
+    }
+    Ok(done)
+}
+
+/// Sends one request of an open loop, its latency timed from its scheduled send.
+async fn scheduled_send(
+    client: &Client,
+    target: &Prepared,
+    cap: &Arc<Semaphore>,
+    i: usize,
+    start: Instant,
+    offset: f64,
+    timeout: Duration,
+) -> Outcome {
+    let scheduled = start + Duration::from_secs_f64(offset);
+    let began = Instant::now();
+    let mut capped = false;
+    let send = async {
+        let _permit = match cap.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                capped = true;
+                cap.clone().acquire_owned().await.expect("the semaphore is never closed")
+            }
+        };
+        client.send(target, i).await
+    };
+    let deadline = tokio::time::Instant::from_std(scheduled + timeout);
+    let result = tokio::time::timeout_at(deadline, send).await.unwrap_or(Err(Failure::Timeout));
+    finish(offset, scheduled, began, start, capped, result)
+}
+
+/// One lane's share of a closed loop: `callers` loops, body `lane + lanes × n` for the lane's
+/// `n`th request.
+#[allow(clippy::too_many_arguments)]
+async fn closed_lane(
+    lane: usize,
+    lanes: usize,
+    callers: usize,
+    start: Instant,
     span: f64,
     timeout: Duration,
-    workers: usize,
-) -> Ran {
-    let cpu_before = Usage::now();
-    let start = Instant::now();
+    client: Arc<Client>,
+    target: Arc<Prepared>,
+) -> anyhow::Result<Vec<Outcome>> {
     let end = start + Duration::from_secs_f64(span);
-    let next_body = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let per_worker = runtime.block_on(async {
-        let tasks: Vec<_> = (0..in_flight)
-            .map(|_| {
-                let (client, target, next_body) = (client.clone(), target.clone(), next_body.clone());
-                tokio::spawn(async move {
-                    let mut outcomes = Vec::new();
-                    loop {
-                        let sent = Instant::now();
-                        if sent >= end {
-                            return outcomes;
-                        }
-                        let i = next_body.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let result = tokio::time::timeout(timeout, client.send(&target, i))
-                            .await
-                            .unwrap_or(Err(Failure::Timeout));
-                        let done = Instant::now();
-                        let (first_token, gaps) = match &result {
-                            Ok(Some(tokens)) => timing(tokens, sent),
-                            _ => (None, Vec::new()),
-                        };
-                        outcomes.push(Outcome {
-                            offset: sent.duration_since(start).as_secs_f64(),
-                            lag: Duration::ZERO,
-                            capped: false,
-                            latency: done.duration_since(sent),
-                            finished: done.duration_since(start).as_secs_f64(),
-                            result,
-                            first_token,
-                            gaps,
-                        });
-                    }
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for task in tasks {
-            // A worker panics only on a bug; its requests are then missing, not invented.
-            all.push(task.await.unwrap_or_default());
-        }
-        all
-    });
-    let wall = start.elapsed().as_secs_f64().max(1e-9);
-    // Only the runtime's workers do the client's work here.
-    let cpu = Usage::now().since(&cpu_before).cpu_s() / wall / workers as f64;
-    let mut outcomes: Vec<Outcome> = per_worker.into_iter().flatten().collect();
-    outcomes.sort_by(|a, b| a.offset.total_cmp(&b.offset));
-    Ran { outcomes, cpu }
+    let sent = Arc::new(AtomicUsize::new(0));
+    let mut tasks = JoinSet::new();
+    for _ in 0..callers {
+        let (client, target, sent) = (client.clone(), target.clone(), sent.clone());
+        tasks.spawn(async move {
+            let mut outcomes = Vec::new();
+            loop {
+                let began = Instant::now();
+                if began >= end {
+                    return outcomes;
+                }
+                let i = lane + lanes * sent.fetch_add(1, Ordering::Relaxed);
+                let result =
+                    tokio::time::timeout(timeout, client.send(&target, i)).await.unwrap_or(Err(Failure::Timeout));
+                let offset = began.saturating_duration_since(start).as_secs_f64();
+                outcomes.push(finish(offset, began, began, start, false, result));
+            }
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(finished) = tasks.join_next().await {
+        // A caller panics only on a bug; its requests are then missing, not invented.
+        all.extend(finished.unwrap_or_default());
+    }
+    Ok(all)
+}
+
+/// The outcome of a request meant to go at `scheduled` (`offset` seconds after `start`) whose
+/// task began at `began` and ended now.
+fn finish(
+    offset: f64,
+    scheduled: Instant,
+    began: Instant,
+    start: Instant,
+    capped: bool,
+    result: Result<Option<Tokens>, Failure>,
+) -> Outcome {
+    let done = Instant::now();
+    let (first_token, gaps) = match &result {
+        Ok(Some(tokens)) => timing(tokens, scheduled),
+        _ => (None, Vec::new()),
+    };
+    Outcome {
+        offset,
+        lag: began.saturating_duration_since(scheduled),
+        capped,
+        latency: done.saturating_duration_since(scheduled),
+        finished: done.saturating_duration_since(start).as_secs_f64(),
+        result,
+        first_token,
+        gaps,
+    }
 }
 
 fn timing(tokens: &Tokens, scheduled: Instant) -> (Option<Duration>, Vec<Duration>) {
@@ -201,8 +347,108 @@ fn timing(tokens: &Tokens, scheduled: Instant) -> (Option<Duration>, Vec<Duratio
     (first, gaps)
 }
 
-/// Lets the sending thread's sleeps end within a microsecond or so of when they were asked to
-/// (Linux pads them by 50 µs by default).
+/// Lets a lane's sleeps end within a microsecond or so of when they were asked to (Linux pads
+/// them by 50 µs by default).
 fn set_fine_timer_slack() {
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::io::{Read, Write};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::suites::endpoint::protocol::{Protocol, TargetOptions, prepare};
+
+    /// A keep-alive HTTP/1.1 server on a thread per connection, answering `ok` to every POST of
+    /// `{}`; it records the port each request came from.
+    fn server() -> (u16, Arc<Mutex<Vec<u16>>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for socket in listener.incoming() {
+                let (mut socket, log) = (socket.unwrap(), log.clone());
+                std::thread::spawn(move || {
+                    let from = socket.peer_addr().unwrap().port();
+                    let mut got = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    loop {
+                        while !got.ends_with(b"\r\n\r\n{}") {
+                            match socket.read(&mut buffer) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => got.extend_from_slice(&buffer[..n]),
+                            }
+                        }
+                        got.clear();
+                        log.lock().unwrap().push(from);
+                        let _ = socket.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    fn target(port: u16) -> (Client, Prepared) {
+        let client = Client::new(Duration::from_secs(5), 8, None).unwrap();
+        let options = TargetOptions {
+            model: None,
+            model_version: None,
+            input: Some(b"{}".to_vec()),
+            expect_status: 200,
+            max_tokens: 1,
+            prompt_words: (1, 1),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let url = format!("http://127.0.0.1:{port}/infer");
+        let prepared = runtime.block_on(prepare(&client, &url, Protocol::HttpJson, &options)).unwrap();
+        (client, prepared)
+    }
+
+    #[test]
+    fn two_lanes_send_every_scheduled_request_once_each_on_its_own_connections() {
+        let (port, seen) = server();
+        let (client, prepared) = target(port);
+        let load = Load { client: &client, target: &prepared, lanes: 2, timeout: Duration::from_secs(5) };
+        let offsets: Vec<f64> = (0..300).map(|i| f64::from(i) * 0.001).collect();
+        let ran = run(&load, &offsets, 64).unwrap();
+        assert_eq!(ran.outcomes.len(), 300);
+        for (outcome, &offset) in ran.outcomes.iter().zip(&offsets) {
+            assert_eq!(outcome.offset, offset, "outcomes come back in schedule order");
+            assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+            assert!(outcome.finished >= offset, "an answer cannot end before its send was due");
+        }
+        assert_eq!(seen.lock().unwrap().len(), 300, "each request sent once");
+        let connections: BTreeSet<u16> = seen.lock().unwrap().iter().copied().collect();
+        assert!(connections.len() >= 2, "each lane connects on its own: {connections:?}");
+        assert!(ran.cpu > 0.0 && ran.cpu <= 1.0, "{}", ran.cpu);
+
+        // A closed loop of three over two lanes keeps three connections busy.
+        seen.lock().unwrap().clear();
+        let ran = run_closed(&load, 3, 0.3).unwrap();
+        assert!(ran.outcomes.len() > 30 && ran.outcomes.iter().all(|o| o.result.is_ok()));
+        assert!(ran.outcomes.windows(2).all(|w| w[0].offset <= w[1].offset), "in order of send");
+        let connections: BTreeSet<u16> = seen.lock().unwrap().iter().copied().collect();
+        assert_eq!(connections.len(), 3, "one connection per caller: {connections:?}");
+    }
+
+    #[test]
+    fn a_lane_that_cannot_connect_fails_the_step_and_names_the_target() {
+        let (port, _) = server();
+        let (client, mut prepared) = target(port);
+        // A gRPC channel is made again by each lane: to a port no one listens on, it cannot be.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        prepared.url = format!("http://127.0.0.1:{closed}");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        prepared.channel = Some(runtime.block_on(async {
+            tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect_lazy()
+        }));
+        let load = Load { client: &client, target: &prepared, lanes: 2, timeout: Duration::from_secs(2) };
+        let error = run(&load, &[0.0, 0.001], 8).err().expect("no lane can connect");
+        assert!(error.to_string().contains(&format!("127.0.0.1:{closed}")), "{error}");
+    }
 }

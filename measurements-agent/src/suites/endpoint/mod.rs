@@ -201,18 +201,16 @@ impl Benchmark for EndpointSuite {
 
     fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let config = &self.config;
-        let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .thread_name("endpoint-client")
-            .enable_all()
-            .build()?;
+        // A lane per core the agent may use (see `load`); preparing and probing need one thread.
+        let lanes = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let authorization = config.authorization.as_ref().map(|s| s.0.clone());
         let pool = config.concurrency.iter().map(|&n| n as usize).fold(config.max_in_flight, usize::max);
         let client = Arc::new(Client::new(config.timeout, pool, authorization)?);
         let prepared =
             runtime.block_on(protocol::prepare(&client, &config.target, config.protocol, &config.options))?;
         let target = Arc::new(prepared);
+        let load = load::Load { client: &client, target: &target, lanes, timeout: config.timeout };
         let public = public_url(&config.target)?;
         let duration = config.duration.unwrap_or(Duration::from_secs(if effort.quick { 5 } else { 20 }));
         let warmup = config.warmup.unwrap_or(Duration::from_secs(if effort.quick { 1 } else { 3 }));
@@ -253,7 +251,7 @@ impl Benchmark for EndpointSuite {
         let run_step = |rate: f64, rng: &mut Rng| -> anyhow::Result<Step> {
             let span = (warmup + duration).as_secs_f64();
             let offsets = config.arrivals.schedule(rate, span, rng);
-            let ran = load::run(&runtime, &client, &target, &offsets, config.max_in_flight, config.timeout, workers);
+            let ran = load::run(&load, &offsets, config.max_in_flight)?;
             let window = match &config.arrivals {
                 // The whole trace, its last request included.
                 Arrivals::Trace(_) => (0.0, offsets.last().copied().unwrap_or(0.0).max(1e-3) + 1e-9),
@@ -261,15 +259,14 @@ impl Benchmark for EndpointSuite {
             };
             Ok(Step::summarise(rate, window, &ran, &config.slo, config.protocol.is_llm(), config.max_send_lag))
         };
-        let run_closed_step = |in_flight: u32| -> Step {
+        let run_closed_step = |in_flight: u32| -> anyhow::Result<Step> {
             let span = (warmup + duration).as_secs_f64();
-            let n = in_flight as usize;
-            let ran = load::run_closed(&runtime, &client, &target, n, span, config.timeout, workers);
+            let ran = load::run_closed(&load, in_flight as usize, span)?;
             let window = (warmup.as_secs_f64(), span);
             let mut step =
                 Step::summarise(0.0, window, &ran, &config.slo, config.protocol.is_llm(), config.max_send_lag);
             step.in_flight = Some(in_flight);
-            step
+            Ok(step)
         };
 
         let mut steps: Vec<Step> = Vec::new();
@@ -278,7 +275,7 @@ impl Benchmark for EndpointSuite {
         };
         if !config.concurrency.is_empty() {
             for &in_flight in &config.concurrency {
-                let mut step = run_closed_step(in_flight);
+                let mut step = run_closed_step(in_flight)?;
                 step.judge_closed(steps.iter().find(|s| !s.latency.is_empty()), &steps);
                 report(&step, &steps, progress);
                 steps.push(step);

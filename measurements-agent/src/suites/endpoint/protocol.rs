@@ -76,6 +76,19 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The target for a load lane: the same requests, with connections of the lane's own (the
+    /// lean client's pool and the gRPC channel are made again, in the runtime that calls this).
+    pub async fn lane(&self, client: &Client) -> anyhow::Result<Prepared> {
+        let channel = match &self.channel {
+            Some(_) => {
+                let shown = super::public_url(&self.url).unwrap_or_else(|_| "the target".into());
+                Some(super::grpc::connect(&self.url, &shown, client.timeout).await?)
+            }
+            None => None,
+        };
+        Ok(Prepared { channel, parsed: std::sync::OnceLock::new(), wire: tokio::sync::OnceCell::new(), ..self.clone() })
+    }
+
     /// `url`, parsed on first use (it was checked when the run began).
     fn parsed_url(&self) -> Result<&reqwest::Url, Failure> {
         if let Some(url) = self.parsed.get() {
@@ -166,6 +179,7 @@ pub struct Client {
     authorization: Option<reqwest::header::HeaderValue>,
     grpc_authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
     timeout: Duration,
+    pool: usize,
 }
 
 impl Client {
@@ -181,15 +195,19 @@ impl Client {
             }
             None => None,
         };
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .pool_max_idle_per_host(pool)
-            .tcp_nodelay(true)
-            .no_proxy()
-            .http1_only()
-            .build()?;
-        Ok(Client { http, authorization, grpc_authorization, timeout })
+        Ok(Client { http: general(timeout, pool)?, authorization, grpc_authorization, timeout, pool })
+    }
+
+    /// A client as this one, with a pool of its own: a load lane's, whose connections are made
+    /// and served by the lane's own runtime.
+    pub fn lane(&self) -> anyhow::Result<Client> {
+        Ok(Client {
+            http: general(self.timeout, self.pool)?,
+            authorization: self.authorization.clone(),
+            grpc_authorization: self.grpc_authorization.clone(),
+            timeout: self.timeout,
+            pool: self.pool,
+        })
     }
 
     fn post(&self, url: reqwest::Url, body: Bytes) -> reqwest::RequestBuilder {
@@ -262,6 +280,18 @@ impl Client {
         }
         read_stream(response, target.protocol).await.map(Some)
     }
+}
+
+/// The general client (reqwest over hyper's pool), for HTTPS and streamed answers.
+fn general(timeout: Duration, pool: usize) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .pool_max_idle_per_host(pool)
+        .tcp_nodelay(true)
+        .no_proxy()
+        .http1_only()
+        .build()
 }
 
 /// Content events accepted in one completion (a million tokens): a stream longer than that is

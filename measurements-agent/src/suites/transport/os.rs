@@ -1,11 +1,15 @@
-//! The few operating-system calls the transport suite needs that have no safe wrapper: process
-//! resource usage and a shared memory mapping. Everything unsafe in the agent is here.
+//! The few operating-system calls the suites need that have no safe wrapper: process resource
+//! usage, a shared memory mapping, and a timer registered with a runtime. Everything unsafe in
+//! the agent is here.
 #![allow(unsafe_code)]
 
 use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicU32;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use tokio::io::unix::AsyncFd;
 
 /// CPU time and context switches of this whole process so far (`getrusage(RUSAGE_SELF)`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -93,5 +97,48 @@ impl SharedRegion {
         assert!(offset.is_multiple_of(4) && offset + len * 4 <= self.map.len(), "f32s outside the region");
         // SAFETY: in bounds and aligned (checked above); exclusive use is the caller's promise.
         unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(offset) as *mut f32, len) }
+    }
+}
+
+/// A timerfd in the current runtime: sleeps to the microsecond (tokio's own timers are a
+/// millisecond coarse), and the wake-up is one more event on that runtime's own epoll rather
+/// than another thread's (the endpoint suite's load lanes).
+pub struct Alarm(AsyncFd<OwnedFd>);
+
+impl Alarm {
+    pub fn new() -> std::io::Result<Alarm> {
+        use rustix::time::{TimerfdClockId, TimerfdFlags, timerfd_create};
+        let fd = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC)?;
+        // SAFETY: `fd` is open and owned by the `AsyncFd` for its whole life, which never
+        // replaces or closes it, so its raw descriptor stays the same open timer.
+        let registered = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+        Ok(Alarm(registered.map_err(|e| e.into_parts().1)?))
+    }
+
+    /// Returns at `when` (at once if it has passed).
+    pub async fn until(&self, when: Instant) -> std::io::Result<()> {
+        use rustix::time::{Itimerspec, TimerfdTimerFlags, Timespec, timerfd_settime};
+        let wait = when.saturating_duration_since(Instant::now());
+        if wait.is_zero() {
+            return Ok(());
+        }
+        let zero = Timespec { tv_sec: 0, tv_nsec: 0 };
+        // Both parts of `wait` are in range: seconds from a schedule of at most a day, and
+        // nanoseconds below a billion.
+        let value = Timespec { tv_sec: wait.as_secs() as i64, tv_nsec: i64::from(wait.subsec_nanos()) };
+        timerfd_settime(
+            self.0.get_ref(),
+            TimerfdTimerFlags::empty(),
+            &Itimerspec { it_interval: zero, it_value: value },
+        )?;
+        loop {
+            let mut ready = self.0.readable().await?;
+            let mut expirations = [0u8; 8];
+            match rustix::io::read(self.0.get_ref(), &mut expirations[..]) {
+                Ok(_) => return Ok(()),
+                Err(rustix::io::Errno::AGAIN) => ready.clear_ready(),
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 }
