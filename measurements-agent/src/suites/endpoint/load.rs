@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::protocol::{Client, Failure, Prepared, Tokens};
-use crate::suites::transport::os::{Alarm, Usage};
+use crate::suites::transport::os::Alarm;
 
 /// What happened to one scheduled request.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ pub struct Outcome {
 /// A finished step: every outcome in schedule order, and the client's CPU over the step.
 pub struct Ran {
     pub outcomes: Vec<Outcome>,
-    /// Client process CPU seconds per wall second, per lane (0..1).
+    /// The busiest lane's CPU seconds per wall second (0..1).
     pub cpu: f64,
 }
 
@@ -58,17 +58,18 @@ pub struct Load<'a> {
 
 /// Sends one request at each offset (seconds from the start), request `i` from lane
 /// `i % lanes`, and waits for every answer. A request not answered within `timeout` of its
-/// scheduled send (waiting for the in-flight cap included) is a timeout. `max_in_flight` is
-/// shared out between the lanes.
+/// scheduled send (waiting for the in-flight cap included) is a timeout. `max_in_flight` bounds
+/// the requests in flight of all lanes together.
 pub fn run(load: &Load, offsets: &[f64], max_in_flight: usize) -> anyhow::Result<Ran> {
     let lanes = load.lanes.clamp(1, max_in_flight.max(1));
     let timeout = load.timeout;
+    // One cap for all lanes: a lane waits on another's thread only when the cap is reached.
+    let cap = Arc::new(Semaphore::new(max_in_flight.max(1)));
     let ran = on_lanes(load, lanes, |lane, start, client, target| {
         let share: Vec<(usize, f64)> = offsets.iter().copied().enumerate().skip(lane).step_by(lanes).collect();
-        let cap = max_in_flight / lanes + usize::from(lane < max_in_flight % lanes);
-        open_lane(share, start, cap.max(1), timeout, client, target)
+        open_lane(share, start, cap.clone(), timeout, client, target)
     })?;
-    let cpu = ran.cpu();
+    let cpu = ran.cpu;
     let mut slots: Vec<Option<Outcome>> = (0..offsets.len()).map(|_| None).collect();
     for (i, outcome) in ran.outcomes.into_iter().flatten() {
         slots[i] = Some(outcome);
@@ -104,27 +105,23 @@ pub fn run_closed(load: &Load, in_flight: usize, span: f64) -> anyhow::Result<Ra
         let callers = in_flight / lanes + usize::from(lane < in_flight % lanes);
         closed_lane(lane, lanes, callers, start, span, timeout, client, target)
     })?;
-    let cpu = ran.cpu();
+    let cpu = ran.cpu;
     let mut outcomes: Vec<Outcome> = ran.outcomes.into_iter().flatten().collect();
     outcomes.sort_by(|a, b| a.offset.total_cmp(&b.offset));
     Ok(Ran { outcomes, cpu })
 }
 
-/// What each lane returned, in lane order, and the client's CPU over the step.
+/// What each lane returned, in lane order, and the busiest lane's CPU seconds per wall second
+/// (0..1): a lane is one thread, so one out of CPU reads 1 however idle the others are.
 struct OnLanes<T> {
     outcomes: Vec<T>,
-    /// Process CPU seconds, and wall seconds, from the start.
-    cpu_s: f64,
-    wall: f64,
-    lanes: usize,
+    cpu: f64,
 }
 
-impl<T> OnLanes<T> {
-    /// CPU seconds per wall second per lane: each lane is one thread, so a client out of CPU
-    /// on every lane reads 1.
-    fn cpu(&self) -> f64 {
-        (self.cpu_s / self.wall / self.lanes as f64).min(1.0)
-    }
+/// CPU seconds this thread has used.
+fn thread_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
 /// Runs `work` on `lanes` threads at once, each with its own single-threaded runtime, client
@@ -145,7 +142,7 @@ where
             let (ready_tx, work) = (ready_tx.clone(), &work);
             let spawned = std::thread::Builder::new().name(format!("endpoint-lane-{lane}")).spawn_scoped(
                 scope,
-                move || -> anyhow::Result<Option<T>> {
+                move || -> anyhow::Result<Option<(T, f64)>> {
                     set_fine_timer_slack();
                     let prepared = (|| {
                         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -153,11 +150,16 @@ where
                         let target = Arc::new(runtime.block_on(load.target.lane(&client))?);
                         anyhow::Ok((runtime, client, target))
                     })();
+                    // Sent and dropped at once: a lane that panicked before it is counted as not
+                    // ready when its sender drops, and none waits for it.
                     let _ = ready_tx.send(prepared.is_ok());
+                    drop(ready_tx);
                     let (runtime, client, target) = prepared?;
                     // No start: another lane could not be made ready, and says why.
                     let Ok(start) = go_rx.recv() else { return Ok(None) };
-                    runtime.block_on(work(lane, start, client, target)).map(Some)
+                    let cpu_before = thread_cpu();
+                    let outcome = runtime.block_on(work(lane, start, client, target))?;
+                    Ok(Some((outcome, thread_cpu() - cpu_before)))
                 },
             );
             match spawned {
@@ -172,8 +174,7 @@ where
             }
         }
         drop(ready_tx);
-        let all_ready = not_started.is_none() && ready.iter().take(lanes).all(|ok| ok);
-        let cpu_before = Usage::now();
+        let all_ready = not_started.is_none() && ready.iter().filter(|&ok| ok).count() == lanes;
         let start = Instant::now() + Duration::from_millis(5);
         if all_ready {
             for go in &go {
@@ -182,10 +183,14 @@ where
         }
         drop(go);
         let mut outcomes = Vec::with_capacity(lanes);
+        let mut cpu_s: f64 = 0.0;
         let mut failed = not_started;
         for handle in handles {
             match handle.join() {
-                Ok(Ok(Some(outcome))) => outcomes.push(outcome),
+                Ok(Ok(Some((outcome, cpu)))) => {
+                    outcomes.push(outcome);
+                    cpu_s = cpu_s.max(cpu);
+                }
                 Ok(Ok(None)) => {}
                 Ok(Err(e)) => failed = failed.or(Some(e)),
                 Err(_) => failed = failed.or(Some(anyhow::anyhow!("a load lane panicked"))),
@@ -195,7 +200,7 @@ where
             return Err(e);
         }
         let wall = start.elapsed().as_secs_f64().max(1e-9);
-        Ok(OnLanes { outcomes, cpu_s: Usage::now().since(&cpu_before).cpu_s(), wall, lanes })
+        Ok(OnLanes { outcomes, cpu: (cpu_s / wall).min(1.0) })
     })
 }
 
@@ -207,13 +212,12 @@ const BURST: usize = 64;
 async fn open_lane(
     share: Vec<(usize, f64)>,
     start: Instant,
-    cap: usize,
+    cap: Arc<Semaphore>,
     timeout: Duration,
     client: Arc<Client>,
     target: Arc<Prepared>,
 ) -> anyhow::Result<Vec<(usize, Outcome)>> {
     let alarm = Alarm::new()?;
-    let cap = Arc::new(Semaphore::new(cap));
     let mut tasks = JoinSet::new();
     let mut done = Vec::with_capacity(share.len());
     let at = |offset: f64| start + Duration::from_secs_f64(offset);

@@ -86,7 +86,26 @@ impl Prepared {
             }
             None => None,
         };
-        Ok(Prepared { channel, parsed: std::sync::OnceLock::new(), wire: tokio::sync::OnceCell::new(), ..self.clone() })
+        let lane = Prepared {
+            protocol: self.protocol,
+            url: self.url.clone(),
+            bodies: self.bodies.clone(),
+            expect_status: self.expect_status,
+            model: self.model.clone(),
+            model_version: self.model_version.clone(),
+            server: self.server.clone(),
+            channel,
+            parsed: std::sync::OnceLock::new(),
+            wire: tokio::sync::OnceCell::new(),
+        };
+        // Made now, not on the lane's first request inside the measured window; and every lane
+        // takes the same client as the probe did.
+        anyhow::ensure!(
+            client.wire(&lane).await.is_some() == client.wire(self).await.is_some(),
+            "{} resolved differently for a load lane than for the probe",
+            super::public_url(&self.url).unwrap_or_else(|_| "the target".into())
+        );
+        Ok(lane)
     }
 
     /// `url`, parsed on first use (it was checked when the run began).
@@ -246,6 +265,19 @@ impl Client {
         serde_json::from_str(&text).with_context(|| format!("{shown} did not answer JSON: {}", excerpt(&text)))
     }
 
+    /// The lean client for `target`, made on first use, where it applies (see [`Wire::new`]):
+    /// answers read whole (not an LLM's stream) from a plain-`http` target.
+    async fn wire<'a>(&self, target: &'a Prepared) -> Option<&'a Arc<Wire>> {
+        if target.protocol.is_llm() || target.channel.is_some() {
+            return None;
+        }
+        let url = target.parsed_url().ok()?;
+        let authorization = self.authorization.as_ref().map(|v| v.as_bytes());
+        let made =
+            target.wire.get_or_init(|| async { Wire::new(url, &target.bodies, authorization).await.map(Arc::new) });
+        made.await.as_ref()
+    }
+
     /// Sends the `i`th of the target's bodies (cycled); `Ok` carries the streamed tokens for
     /// LLM protocols.
     pub async fn send(&self, target: &Prepared, i: usize) -> Result<Option<Tokens>, Failure> {
@@ -254,16 +286,9 @@ impl Client {
             return super::grpc::send(channel, self.grpc_authorization.as_ref(), body()).await.map(|()| None);
         }
         let url = target.parsed_url()?;
-        if !target.protocol.is_llm() {
-            let authorization = self.authorization.as_ref().map(|v| v.as_bytes());
-            let wire = target
-                .wire
-                .get_or_init(|| async { Wire::new(url, &target.bodies, authorization).await.map(Arc::new) })
-                .await;
-            if let Some(wire) = wire {
-                let status = wire.send(i).await?;
-                return if status == target.expect_status { Ok(None) } else { Err(Failure::Status(status)) };
-            }
+        if let Some(wire) = self.wire(target).await {
+            let status = wire.send(i).await?;
+            return if status == target.expect_status { Ok(None) } else { Err(Failure::Status(status)) };
         }
         // The caller bounds the request's time (the load loops by their timeouts), so no
         // timer is armed here per request.

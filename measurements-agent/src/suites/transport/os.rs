@@ -106,11 +106,13 @@ impl SharedRegion {
 pub struct Alarm(AsyncFd<OwnedFd>);
 
 impl Alarm {
+    /// Panics outside a tokio runtime with I/O enabled.
     pub fn new() -> std::io::Result<Alarm> {
         use rustix::time::{TimerfdClockId, TimerfdFlags, timerfd_create};
         let fd = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC)?;
-        // SAFETY: `fd` is open and owned by the `AsyncFd` for its whole life, which never
-        // replaces or closes it, so its raw descriptor stays the same open timer.
+        // SAFETY: `fd` is an open timerfd, moved into the `AsyncFd`, which is `Alarm`'s private
+        // field: nothing here takes it out (`into_inner`) or replaces it (`get_mut`), so it
+        // stays open, and the same descriptor, until the `AsyncFd` drops and closes it.
         let registered = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
         Ok(Alarm(registered.map_err(|e| e.into_parts().1)?))
     }
@@ -135,7 +137,11 @@ impl Alarm {
             let mut ready = self.0.readable().await?;
             let mut expirations = [0u8; 8];
             match rustix::io::read(self.0.get_ref(), &mut expirations[..]) {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    // Drained: the next wait starts from not ready, without a read that fails.
+                    ready.clear_ready();
+                    return Ok(());
+                }
                 Err(rustix::io::Errno::AGAIN) => ready.clear_ready(),
                 Err(e) => return Err(e.into()),
             }
