@@ -9,15 +9,17 @@ pub mod pages;
 pub mod backend;
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Redirect, Route, Router, Routes};
 use leptos_router::path;
 
 /// The stylesheet and bundle names the build writes under `/pkg`.
 pub const OUTPUT_NAME: &str = "headroom";
 
-/// The HTML document around the app, rendered on the server.
+/// The HTML document around the app, rendered on the server. The bundle's files are named
+/// by `options.output_name`: `headroom` in a dev build, `headroom.<hash>` in a release one.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    let stylesheet = format!("/pkg/{}.css", options.output_name);
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -25,6 +27,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" type="image/svg+xml" href="/pkg/favicon.svg"/>
+                <link id="headroom" rel="stylesheet" href=stylesheet/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -39,7 +42,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 pub fn App() -> impl IntoView {
     provide_meta_context();
     view! {
-        <Stylesheet id="headroom" href="/pkg/headroom.css"/>
         <Title text="Headroom"/>
         <Router>
             <Routes fallback=|| view! { <Shell><pages::not_found::NotFound/></Shell> }>

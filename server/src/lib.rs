@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod compress;
 pub mod csv_cell;
 pub mod error;
 pub mod grpc;
@@ -53,10 +54,11 @@ impl FromRef<AppState> for LeptosOptions {
 }
 
 impl AppState {
-    /// State over `store`, serving the browser bundle from `site_root/pkg`.
+    /// State over `store`, serving the browser bundle from `site_root/pkg` (under the hashed
+    /// names of a release build's `site_root/bundle.json` when there is one).
     pub fn new(store: Store, site_root: &Path) -> Self {
         let leptos = LeptosOptions::builder()
-            .output_name(app::OUTPUT_NAME)
+            .output_name(web::output_name(site_root))
             .site_root(site_root.to_string_lossy().to_string())
             .site_pkg_dir("pkg")
             .build();
@@ -74,6 +76,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+        .layer(middleware::from_fn(compress::compress))
         .layer(middleware::from_fn(same_origin_writes))
         .route_layer(middleware::from_fn(telemetry::track))
         // Every request gets an id (a proxy's own is kept when it looks like one), answered in

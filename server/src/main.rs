@@ -134,11 +134,11 @@ async fn serve(
         Some(root) => root,
         None => std::env::current_exe()?.parent().and_then(|p| p.parent()).map(|p| p.join("site")).unwrap_or_default(),
     };
-    if !site_root.join("pkg").join(format!("{}.js", app::OUTPUT_NAME)).exists() {
-        tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`)");
-    }
     let backend = store.database().name();
     let mut state = AppState::new(store.clone(), &site_root);
+    if !site_root.join("pkg").join(format!("{}.js", state.leptos.output_name)).exists() {
+        tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`, or `cargo xtask dist` for the release bundle)");
+    }
     if let Some(token) = metrics_token.filter(|t| !t.trim().is_empty()) {
         anyhow::ensure!(token.trim().len() >= 16, "--metrics-token must be at least 16 characters");
         state.metrics_token_hash = Some(headroom_server::auth::hash_token(token.trim()));

@@ -1,6 +1,7 @@
 //! The web app: Leptos pages rendered here and hydrated in the browser, the bundle under
 //! `/pkg`, and the data the pages ask for.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle, PageError};
@@ -193,7 +194,8 @@ impl Backend for WebBackend {
 pub fn router(state: &AppState) -> Router<AppState> {
     let options = state.leptos.clone();
     let backend = BackendHandle(Arc::new(WebBackend { store: state.store.clone() }));
-    let pkg = std::path::Path::new(&*options.site_root).join(&*options.site_pkg_dir);
+    let pkg = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
+    let bundle = bundle(pkg, &options.output_name);
     Router::new()
         .leptos_routes_with_context(
             state,
@@ -202,7 +204,85 @@ pub fn router(state: &AppState) -> Router<AppState> {
             move || app::shell(options.clone()),
         )
         .route_layer(middleware::from_fn_with_state(state.clone(), require_sign_in))
-        .nest_service("/pkg", ServeDir::new(pkg))
+        .nest_service("/pkg", bundle)
+}
+
+/// Where a release build writes the bundle's hashed name, beside `pkg/`.
+pub const BUNDLE_MANIFEST: &str = "bundle.json";
+
+/// The name of the bundle's files under `site_root/pkg`: `headroom.<hash>` from a release
+/// build's manifest, else `headroom` (a dev build's plain names). A manifest that cannot be
+/// read, or names files that are not there, is logged and ignored: pages then name the plain
+/// files, which a dev build has and a broken release folder may not.
+pub fn output_name(site_root: &Path) -> String {
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        output_name: String,
+    }
+    let path = site_root.join(BUNDLE_MANIFEST);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return app::OUTPUT_NAME.to_string(),
+        Err(err) => {
+            tracing::error!(manifest = %path.display(), error = %err, "cannot read the bundle manifest");
+            return app::OUTPUT_NAME.to_string();
+        }
+    };
+    let checked = serde_json::from_str::<Manifest>(&text).map_err(|e| e.to_string()).and_then(|m| {
+        let name = m.output_name;
+        let plausible = name.starts_with(&format!("{}.", app::OUTPUT_NAME))
+            && name.len() <= 64
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
+        if !plausible {
+            return Err(format!("{name:?} is not a bundle name (headroom.<hash>)"));
+        }
+        let pkg = site_root.join("pkg");
+        match [".js", "_bg.wasm", ".css"].iter().map(|part| pkg.join(format!("{name}{part}"))).find(|f| !f.is_file()) {
+            Some(missing) => Err(format!("it names {}, which is not there", missing.display())),
+            None => Ok(name),
+        }
+    });
+    checked.unwrap_or_else(|reason| {
+        tracing::error!(manifest = %path.display(), reason, "ignoring the bundle manifest; pages name the plain bundle files");
+        app::OUTPUT_NAME.to_string()
+    })
+}
+
+/// The bundle's files. A release build's are named after their content, so a browser may keep
+/// them a year without asking again; anything else is checked on every use (`no-cache`). The
+/// `.br` and `.gz` copies a release build makes are sent to a browser that accepts them.
+fn bundle(
+    pkg: PathBuf,
+    output_name: &str,
+) -> impl tower::Service<
+    Request,
+    Response = Response,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<Response, std::convert::Infallible>> + Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    let files = ServeDir::new(pkg).precompressed_br().precompressed_gzip();
+    let hashed: Arc<[String]> = if output_name == app::OUTPUT_NAME {
+        Arc::new([])
+    } else {
+        Arc::new([format!("{output_name}."), format!("{output_name}_bg.")])
+    };
+    tower::Layer::layer(&middleware::from_fn_with_state(hashed, cache_policy), files)
+}
+
+async fn cache_policy(State(hashed): State<Arc<[String]>>, request: Request, next: Next) -> Response {
+    let name = request.uri().path().trim_start_matches('/');
+    let named_by_content = hashed.iter().any(|prefix| name.starts_with(prefix.as_str()));
+    let mut response = next.run(request).await;
+    let found = response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED;
+    let policy = if named_by_content && found { "public, max-age=31536000, immutable" } else { "no-cache" };
+    let headers = response.headers_mut();
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static(policy));
+    // ServeDir picks the `.br` or `.gz` by Accept-Encoding but does not say so to caches.
+    crate::compress::vary_on_accept_encoding(headers);
+    response
 }
 
 /// Sends anyone not signed in to the login page, remembering where they were going.
