@@ -7,6 +7,14 @@ use anyhow::{Context, bail};
 
 pub const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
+/// The names wasm-bindgen and the stylesheet copy give the bundle's files (the app's own
+/// `OUTPUT_NAME`); a release build renames them after their content.
+const OUTPUT_NAME: &str = "headroom";
+
+/// Written beside `pkg/` by a release build: `{"output_name": "headroom.<hash>"}`, read by the
+/// server at start.
+const BUNDLE_MANIFEST: &str = "bundle.json";
+
 /// Paths of one build.
 pub struct Build {
     pub root: PathBuf,
@@ -28,25 +36,58 @@ impl Build {
         Ok(Build { root, target })
     }
 
-    /// Tools, browser bundle, stylesheet, server and agent.
+    /// Tools, browser bundle, stylesheet, server and agent; `release`: what ships (see [`Self::site`]).
     pub fn all(&self, release: bool) -> anyhow::Result<Built> {
-        let site_root = self.site()?;
+        let site_root = self.site(release)?;
+        self.binaries(release, site_root)
+    }
+
+    /// `target/dist`: `bin/headroom-server`, `bin/measurements-agent` and `site/` (the release
+    /// bundle), laid out so the server finds its site beside its own folder with no flag.
+    pub fn dist(&self) -> anyhow::Result<()> {
+        let built = self.all(true)?;
+        let dist = self.target.join("dist");
+        if dist.exists() {
+            std::fs::remove_dir_all(&dist).with_context(|| format!("cannot empty {}", dist.display()))?;
+        }
+        let (bin, pkg) = (dist.join("bin"), dist.join("site").join("pkg"));
+        std::fs::create_dir_all(&bin)?;
+        std::fs::create_dir_all(&pkg)?;
+        for binary in [&built.server, &built.agent] {
+            std::fs::copy(binary, bin.join(binary.file_name().context("a binary has no name")?))?;
+        }
+        std::fs::copy(built.site_root.join(BUNDLE_MANIFEST), dist.join("site").join(BUNDLE_MANIFEST))?;
+        for file in std::fs::read_dir(built.site_root.join("pkg"))? {
+            let file = file?;
+            std::fs::copy(file.path(), pkg.join(file.file_name()))?;
+        }
+        eprintln!("==> what ships is in {}: bin/headroom-server serve finds site/ beside bin/", dist.display());
+        Ok(())
+    }
+
+    /// Server and agent, in the dev or release profile.
+    pub fn binaries(&self, release: bool, site_root: PathBuf) -> anyhow::Result<Built> {
         let profile = if release { "release" } else { "debug" };
         let mut cargo = self.cargo(&["build", "-p", "headroom-server", "-p", "measurements-agent"]);
         if release {
             cargo.arg("--release");
         }
-        step("building server and agent", &mut cargo)?;
+        step(&format!("building server and agent ({profile})"), &mut cargo)?;
         let bin = self.target.join(profile);
         Ok(Built { server: bin.join("headroom-server"), agent: bin.join("measurements-agent"), site_root })
     }
 
-    /// Builds `site/pkg`: the hydrate bundle through wasm-bindgen, and the stylesheet.
-    pub fn site(&self) -> anyhow::Result<PathBuf> {
+    /// Builds the site's `pkg/`: the hydrate bundle through wasm-bindgen, the stylesheet and
+    /// the icon. Dev (`site/`): plain names, quick to build. Release (`site-release/`): the
+    /// `wasm-release` profile through `wasm-opt -Oz`, the bundle's files named after their
+    /// content (so the server lets browsers keep them a year), with `.br` and `.gz` beside
+    /// each for the server to send as they are.
+    pub fn site(&self, release: bool) -> anyhow::Result<PathBuf> {
         ensure_wasm_target()?;
         let bindgen = self.ensure_wasm_bindgen()?;
+        let profile = if release { "wasm-release" } else { "wasm-dev" };
         step(
-            "building the browser bundle (wasm)",
+            &format!("building the browser bundle (wasm, {profile})"),
             &mut self.cargo(&[
                 "build",
                 "-p",
@@ -58,23 +99,62 @@ impl Build {
                 "--features",
                 "hydrate",
                 "--profile",
-                "wasm-dev",
+                profile,
             ]),
         )?;
-        let site_root = self.target.join("site");
+        let site_root = self.target.join(if release { "site-release" } else { "site" });
         let pkg = site_root.join("pkg");
+        // Files of an earlier build would linger under their old hashed names.
+        if pkg.exists() {
+            std::fs::remove_dir_all(&pkg).with_context(|| format!("cannot empty {}", pkg.display()))?;
+        }
         std::fs::create_dir_all(&pkg)?;
-        let wasm = self.target.join(WASM_TARGET).join("wasm-dev").join("headroom_app.wasm");
+        let _ = std::fs::remove_file(site_root.join(BUNDLE_MANIFEST));
+        let wasm = self.target.join(WASM_TARGET).join(profile).join("headroom_app.wasm");
         step(
             "generating JavaScript bindings",
             Command::new(&bindgen)
-                .args(["--target", "web", "--no-typescript", "--out-name", "headroom", "--out-dir"])
+                .args(["--target", "web", "--no-typescript", "--out-name", OUTPUT_NAME, "--out-dir"])
                 .arg(&pkg)
                 .arg(&wasm),
         )?;
-        std::fs::copy(self.root.join("style/main.css"), pkg.join("headroom.css"))
+        std::fs::copy(self.root.join("style/main.css"), pkg.join(format!("{OUTPUT_NAME}.css")))
             .context("cannot copy the stylesheet")?;
         std::fs::copy(self.root.join("style/favicon.svg"), pkg.join("favicon.svg")).context("cannot copy the icon")?;
+        if release {
+            let bg = pkg.join(format!("{OUTPUT_NAME}_bg.wasm"));
+            ensure_commands(&[("wasm-opt", "binaryen")])?;
+            // The features rustc's wasm32 target emits by default; wasm-opt must be told it may
+            // keep them (binaryen's defaults are the MVP).
+            step(
+                "shrinking the bundle (wasm-opt -Oz)",
+                Command::new("wasm-opt")
+                    .args([
+                        "-Oz",
+                        "--enable-bulk-memory",
+                        "--enable-mutable-globals",
+                        "--enable-nontrapping-float-to-int",
+                        "--enable-sign-ext",
+                        "--enable-reference-types",
+                        "--enable-multivalue",
+                        "-o",
+                    ])
+                    .arg(&bg)
+                    .arg(&bg),
+            )?;
+            let output_name = name_by_content(&pkg)?;
+            std::fs::write(site_root.join(BUNDLE_MANIFEST), format!("{{\"output_name\": \"{output_name}\"}}\n"))?;
+            let files = [
+                format!("{output_name}_bg.wasm"),
+                format!("{output_name}.js"),
+                format!("{output_name}.css"),
+                "favicon.svg".to_string(),
+            ];
+            for file in &files {
+                precompress(&pkg.join(file))?;
+            }
+            print_sizes(&pkg, &files)?;
+        }
         Ok(site_root)
     }
 
@@ -120,6 +200,90 @@ impl Build {
         )?;
         Ok(bin)
     }
+}
+
+/// Renames the bundle's script, wasm and stylesheet to `headroom.<hash>.js`,
+/// `headroom.<hash>_bg.wasm` and `headroom.<hash>.css`, one hash over all three (they change
+/// together: the script names the wasm's exports), and returns `headroom.<hash>`.
+fn name_by_content(pkg: &Path) -> anyhow::Result<String> {
+    let parts = [".js", "_bg.wasm", ".css"];
+    // FNV-1a, 64 bits: not for security, only so a changed file gets a new name.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        let path = pkg.join(format!("{OUTPUT_NAME}{part}"));
+        let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        for b in bytes.iter().chain(part.as_bytes()) {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    let named = format!("{OUTPUT_NAME}.{hash:016x}");
+    for part in parts {
+        std::fs::rename(pkg.join(format!("{OUTPUT_NAME}{part}")), pkg.join(format!("{named}{part}")))?;
+    }
+    Ok(named)
+}
+
+/// Writes `file.br` (brotli, quality 11) and `file.gz` (gzip -9) beside `file`, which the
+/// server sends to a browser that accepts them instead of compressing on every request.
+fn precompress(file: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let with_suffix = |suffix: &str| {
+        let mut name = file.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    let mut br = Vec::new();
+    let params = brotli::enc::BrotliEncoderParams { quality: 11, lgwin: 24, ..Default::default() };
+    brotli::BrotliCompress(&mut bytes.as_slice(), &mut br, &params)?;
+    std::fs::write(with_suffix(".br"), br)?;
+    // No file name or time in the header: the same input gives the same bytes.
+    let mut gz = flate2::GzBuilder::new().write(Vec::new(), flate2::Compression::best());
+    gz.write_all(&bytes)?;
+    std::fs::write(with_suffix(".gz"), gz.finish()?)?;
+    Ok(())
+}
+
+/// Prints each file's size raw, gzipped and brotli'd (the README's table).
+fn print_sizes(pkg: &Path, files: &[String]) -> anyhow::Result<()> {
+    let size = |name: &str| std::fs::metadata(pkg.join(name)).map(|m| m.len());
+    eprintln!("==> the bundle in {}", pkg.display());
+    eprintln!("{:<34} {:>10} {:>10} {:>10}", "file", "bytes", "gzip", "brotli");
+    for file in files {
+        let raw = size(file)?;
+        let gz = size(&format!("{file}.gz"))?;
+        let br = size(&format!("{file}.br"))?;
+        eprintln!("{file:<34} {raw:>10} {gz:>10} {br:>10}");
+    }
+    Ok(())
+}
+
+/// Commands (and the Debian package with each) the build runs; installed with apt when
+/// missing and this user may.
+pub fn ensure_commands(commands: &[(&str, &str)]) -> anyhow::Result<()> {
+    let found = |command: &str| {
+        Command::new("sh").args(["-c", &format!("command -v {command}")]).output().is_ok_and(|o| o.status.success())
+    };
+    let missing: Vec<&str> = commands.iter().filter(|(c, _)| !found(c)).map(|(_, package)| *package).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    apt_install(&missing, &format!("the build's tools ({})", missing.join(", ")))
+}
+
+/// Installs Debian packages when running as root; otherwise says what to install.
+pub fn apt_install(packages: &[&str], what: &str) -> anyhow::Result<()> {
+    let root = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root.unwrap_or(false) {
+        bail!("this needs {what}: run `sudo apt-get install -y {}` once", packages.join(" "));
+    }
+    step("apt-get update", Command::new("apt-get").args(["update", "-qq"]))?;
+    step(
+        &format!("installing {what}"),
+        Command::new("apt-get").args(["install", "-y", "-qq"]).args(packages).env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+    .with_context(|| format!("cannot install {}", packages.join(" ")))
 }
 
 /// The workspace being worked on, found from the current directory at run time: the xtask

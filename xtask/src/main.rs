@@ -4,6 +4,7 @@
 //!   binaries, set up the local database, start the server, measure this machine once.
 //! - `cargo xtask test`: build everything and run every test (Rust, wasm build, browser).
 //! - `cargo xtask build`: only the build step of `run`.
+//! - `cargo xtask dist`: what ships, in `target/dist`: release binaries and the release bundle.
 //! - `cargo xtask bench-wasm`: time the planning model compiled to wasm32, in Node's V8.
 
 mod build;
@@ -18,10 +19,11 @@ fn main() -> ExitCode {
         Some("run") => run::run(&args[1..]),
         Some("test") => test::test(&args[1..]),
         Some("build") => build::Build::new().and_then(|b| b.all(false).map(|_| ())),
+        Some("dist") => build::Build::new().and_then(|b| b.dist()),
         Some("bench-wasm") => build::Build::new().and_then(|b| b.bench_wasm()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build | bench-wasm>"
+                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build | dist | bench-wasm>"
             );
             return ExitCode::from(2);
         }

@@ -3,9 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context, bail};
-
-use crate::build::{Build, WASM_TARGET, step, step_within};
+use crate::build::{Build, WASM_TARGET, apt_install, step, step_within};
 
 pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
     let build = Build::new()?;
@@ -23,7 +21,10 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
         "linting (cargo clippy -D warnings)",
         &mut build.cargo(&["clippy", "--workspace", "--tests", "--benches", "--", "-D", "warnings"]),
     )?;
-    let built = build.all(false)?;
+    // The browser tests load what ships: the release bundle, under its hashed names, from a
+    // dev server (a release server would add a cold build of its own).
+    let site_root = build.site(true)?;
+    let built = build.binaries(false, site_root)?;
     step(
         "checking the model crate builds for the browser",
         &mut build.cargo(&["build", "-p", "model", "--target", WASM_TARGET]),
@@ -86,20 +87,6 @@ fn ensure_chromium() -> anyhow::Result<String> {
     }
     apt_install(&["chromium"], "Debian's chromium for the browser tests")?;
     Ok(path.into())
-}
-
-/// Installs Debian packages when running as root; otherwise says what to install.
-fn apt_install(packages: &[&str], what: &str) -> anyhow::Result<()> {
-    let root = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if !root.unwrap_or(false) {
-        bail!("the tests need {what}: run `sudo apt-get install -y {}` once", packages.join(" "));
-    }
-    step("apt-get update", Command::new("apt-get").args(["update", "-qq"]))?;
-    step(
-        &format!("installing {what}"),
-        Command::new("apt-get").args(["install", "-y", "-qq"]).args(packages).env("DEBIAN_FRONTEND", "noninteractive"),
-    )
-    .with_context(|| format!("cannot install {}", packages.join(" ")))
 }
 
 fn redact(url: &str) -> String {
