@@ -77,7 +77,7 @@ pub async fn compress(request: Request, next: Next) -> Response {
         return response;
     }
     vary_on_accept_encoding(response.headers_mut());
-    let Some(encoding) = encoding.filter(|_| !head) else {
+    let Some(encoding) = encoding else {
         return response;
     };
     // The length is in a header when a handler set one, else in the body when it is whole
@@ -91,12 +91,26 @@ pub async fn compress(request: Request, next: Next) -> Response {
     if small {
         return response;
     }
+    // HEAD answers the headers GET would, with no body to compress.
+    let permit = if head { None } else { Some(permit()) };
+    if permit.as_ref().is_some_and(Option::is_none) {
+        return response;
+    }
     let headers = response.headers_mut();
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::ACCEPT_RANGES);
     headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(encoding.name()));
-    let (parts, body) = response.into_parts();
-    Response::from_parts(parts, compressed(body, encoding))
+    match permit.flatten() {
+        Some(permit) => {
+            let (parts, body) = response.into_parts();
+            Response::from_parts(parts, compressed(body, encoding, permit))
+        }
+        // No length: a HEAD's body is never sent, and its size is not the compressed one.
+        None => {
+            let (parts, _) = response.into_parts();
+            Response::from_parts(parts, Body::from_stream(futures::stream::empty::<Result<Bytes, axum::Error>>()))
+        }
+    }
 }
 
 /// Adds `Accept-Encoding` to `Vary` (once), so a shared cache keeps one copy per encoding.
@@ -176,21 +190,57 @@ impl Encoder {
     }
 }
 
-fn compressed(body: Body, encoding: Encoding) -> Body {
-    let parts = body.into_data_stream();
-    let state = (parts, Some(Encoder::new(encoding)));
-    let stream = futures::stream::unfold(state, |(mut parts, encoder)| async move {
-        let mut encoder = encoder?;
+/// At most this many responses are compressed at once; more are sent as they are. Each holds
+/// about 1 MiB of brotli state while it is sent, and a client that stops reading (an HTTP/2
+/// stream with no window left) holds it until the connection goes.
+const MAX_IN_FLIGHT: usize = 256;
+
+/// Parts larger than this are compressed a slice at a time, giving the runtime back in between,
+/// so an 8 MiB price catalog does not hold a worker thread for the whole of it.
+const SLICE_BYTES: usize = 64 * 1024;
+
+static IN_FLIGHT: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)));
+
+/// A permit for one compressed response, or `None` when [`MAX_IN_FLIGHT`] are already.
+fn permit() -> Option<tokio::sync::OwnedSemaphorePermit> {
+    IN_FLIGHT.clone().try_acquire_owned().ok()
+}
+
+fn compressed(body: Body, encoding: Encoding, permit: tokio::sync::OwnedSemaphorePermit) -> Body {
+    struct State {
+        parts: axum::body::BodyDataStream,
+        encoder: Encoder,
+        pending: Bytes,
+        _permit: tokio::sync::OwnedSemaphorePermit,
+    }
+    let state = State {
+        parts: body.into_data_stream(),
+        encoder: Encoder::new(encoding),
+        pending: Bytes::new(),
+        _permit: permit,
+    };
+    let stream = futures::stream::unfold(Some(state), |state| async move {
+        let mut state = state?;
         loop {
-            return match parts.next().await {
-                Some(Ok(chunk)) if chunk.is_empty() => continue,
+            if !state.pending.is_empty() {
+                let slice = state.pending.split_to(state.pending.len().min(SLICE_BYTES));
+                if !state.pending.is_empty() {
+                    tokio::task::yield_now().await;
+                }
+                return match state.encoder.push(&slice) {
+                    Ok(out) => Some((Ok(out), Some(state))),
+                    Err(err) => Some((Err(axum::Error::new(err)), None)),
+                };
+            }
+            return match state.parts.next().await {
                 Some(Ok(chunk)) => {
-                    let out = encoder.push(&chunk).map_err(axum::Error::new);
-                    Some((out, (parts, Some(encoder))))
+                    state.pending = chunk;
+                    continue;
                 }
                 // The body failed part-way: the connection is cut, as it would be uncompressed.
-                Some(Err(err)) => Some((Err(err), (parts, None))),
-                None => Some((encoder.finish().map_err(axum::Error::new), (parts, None))),
+                Some(Err(err)) => Some((Err(err), None)),
+                None => Some((state.encoder.finish().map_err(axum::Error::new), None)),
             };
         }
     });
@@ -243,6 +293,25 @@ mod tests {
             out.extend_from_slice(&buf[..n]);
         }
         out
+    }
+
+    /// A part larger than a slice (a whole CSV export) is compressed a slice at a time and
+    /// still decodes to itself.
+    #[tokio::test]
+    async fn a_large_part_is_compressed_in_slices_and_decodes_whole() {
+        let csv: String = (0..20_000).map(|i| format!("{i},node-{},{}\n", i % 97, i * 31 % 1000)).collect();
+        assert!(csv.len() > 3 * SLICE_BYTES);
+        for encoding in [Encoding::Brotli, Encoding::Gzip] {
+            let body = compressed(Body::from(csv.clone()), encoding, permit().unwrap());
+            let mut parts = body.into_data_stream();
+            let (mut sent, mut count) = (Vec::new(), 0);
+            while let Some(part) = parts.next().await {
+                sent.extend_from_slice(&part.unwrap());
+                count += 1;
+            }
+            assert!(count > 3, "{encoding:?}: {count} parts for {} bytes", csv.len());
+            assert_eq!(decode(encoding, &sent), csv.as_bytes(), "{encoding:?}");
+        }
     }
 
     /// What a streaming page relies on: after each part the client can decode all of it,

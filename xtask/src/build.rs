@@ -57,10 +57,7 @@ impl Build {
             std::fs::copy(binary, bin.join(binary.file_name().context("a binary has no name")?))?;
         }
         std::fs::copy(built.site_root.join(BUNDLE_MANIFEST), dist.join("site").join(BUNDLE_MANIFEST))?;
-        for file in std::fs::read_dir(built.site_root.join("pkg"))? {
-            let file = file?;
-            std::fs::copy(file.path(), pkg.join(file.file_name()))?;
-        }
+        copy_tree(&built.site_root.join("pkg"), &pkg)?;
         eprintln!("==> what ships is in {}: bin/headroom-server serve finds site/ beside bin/", dist.display());
         Ok(())
     }
@@ -200,6 +197,22 @@ impl Build {
         )?;
         Ok(bin)
     }
+}
+
+/// Copies the files under `from` into `to`, folders too (wasm-bindgen writes a `snippets/`
+/// folder when a dependency carries inline JavaScript).
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+        let entry = entry?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            copy_tree(&source, &target)?;
+        } else {
+            std::fs::copy(&source, &target).with_context(|| format!("cannot copy {}", source.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Renames the bundle's script, wasm and stylesheet to `headroom.<hash>.js`,
