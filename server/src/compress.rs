@@ -91,26 +91,26 @@ pub async fn compress(request: Request, next: Next) -> Response {
     if small {
         return response;
     }
-    // HEAD answers the headers GET would, with no body to compress.
-    let permit = if head { None } else { Some(permit()) };
-    if permit.as_ref().is_some_and(Option::is_none) {
-        return response;
+    // HEAD answers the headers GET would, with no body to compress and no length: its size
+    // is not the compressed one.
+    if head {
+        mark_encoded(response.headers_mut(), encoding);
+        let (parts, _) = response.into_parts();
+        return Response::from_parts(parts, Body::from_stream(futures::stream::empty::<Result<Bytes, axum::Error>>()));
     }
-    let headers = response.headers_mut();
+    let Some(permit) = permit() else {
+        return response;
+    };
+    mark_encoded(response.headers_mut(), encoding);
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, compressed(body, encoding, permit))
+}
+
+/// The headers of a response whose body goes out encoded: no length or ranges of the original.
+fn mark_encoded(headers: &mut HeaderMap, encoding: Encoding) {
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::ACCEPT_RANGES);
     headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(encoding.name()));
-    match permit.flatten() {
-        Some(permit) => {
-            let (parts, body) = response.into_parts();
-            Response::from_parts(parts, compressed(body, encoding, permit))
-        }
-        // No length: a HEAD's body is never sent, and its size is not the compressed one.
-        None => {
-            let (parts, _) = response.into_parts();
-            Response::from_parts(parts, Body::from_stream(futures::stream::empty::<Result<Bytes, axum::Error>>()))
-        }
-    }
 }
 
 /// Adds `Accept-Encoding` to `Vary` (once), so a shared cache keeps one copy per encoding.
