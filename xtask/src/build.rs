@@ -120,25 +120,7 @@ impl Build {
         std::fs::copy(self.root.join("style/favicon.svg"), pkg.join("favicon.svg")).context("cannot copy the icon")?;
         if release {
             let bg = pkg.join(format!("{OUTPUT_NAME}_bg.wasm"));
-            ensure_commands(&[("wasm-opt", "binaryen")])?;
-            // The features rustc's wasm32 target emits by default; wasm-opt must be told it may
-            // keep them (binaryen's defaults are the MVP).
-            step(
-                "shrinking the bundle (wasm-opt -Oz)",
-                Command::new("wasm-opt")
-                    .args([
-                        "-Oz",
-                        "--enable-bulk-memory",
-                        "--enable-mutable-globals",
-                        "--enable-nontrapping-float-to-int",
-                        "--enable-sign-ext",
-                        "--enable-reference-types",
-                        "--enable-multivalue",
-                        "-o",
-                    ])
-                    .arg(&bg)
-                    .arg(&bg),
-            )?;
+            self.shrink_wasm(&bg)?;
             let output_name = name_by_content(&pkg)?;
             std::fs::write(site_root.join(BUNDLE_MANIFEST), format!("{{\"output_name\": \"{output_name}\"}}\n"))?;
             let files = [
@@ -183,6 +165,76 @@ impl Build {
         cmd
     }
 
+    /// Shrinks the bundle's wasm in place with `wasm-opt -Oz`. The result is kept under the
+    /// target dir by the input's hash, so an unchanged bundle is not optimized again (it takes
+    /// over a minute on 2 cores).
+    fn shrink_wasm(&self, wasm: &Path) -> anyhow::Result<()> {
+        let wasm_opt = self.ensure_wasm_opt()?;
+        let input = std::fs::read(wasm).with_context(|| format!("cannot read {}", wasm.display()))?;
+        let cache = self.target.join("tools").join("wasm-opt-cache");
+        let cached = cache.join(format!("{:016x}.wasm", fnv1a(FNV_OFFSET, &input)));
+        if cached.exists() {
+            eprintln!("==> the bundle is unchanged since its last wasm-opt; using {}", cached.display());
+            std::fs::copy(&cached, wasm)?;
+            return Ok(());
+        }
+        // The features rustc's wasm32 target emits by default; wasm-opt must be told it may
+        // keep them.
+        step(
+            "shrinking the bundle (wasm-opt -Oz)",
+            Command::new(&wasm_opt)
+                .args([
+                    "-Oz",
+                    "--enable-bulk-memory",
+                    "--enable-mutable-globals",
+                    "--enable-nontrapping-float-to-int",
+                    "--enable-sign-ext",
+                    "--enable-reference-types",
+                    "--enable-multivalue",
+                    "-o",
+                ])
+                .arg(wasm)
+                .arg(wasm),
+        )?;
+        // Only the latest is worth keeping.
+        let _ = std::fs::remove_dir_all(&cache);
+        std::fs::create_dir_all(&cache)?;
+        std::fs::copy(wasm, &cached)?;
+        Ok(())
+    }
+
+    /// binaryen's `wasm-opt` at the version pinned in `tools/binaryen/package-lock.json`, its
+    /// own npm build (wasm, run by Node), installed once under the target dir. Not Debian's
+    /// binaryen: its version 108 rewrites wasm-bindgen's externref table so that the bundle
+    /// fails in the browser (`WebAssembly.Table.set(): Argument 1 is invalid`).
+    fn ensure_wasm_opt(&self) -> anyhow::Result<PathBuf> {
+        let pinned = self.root.join("tools").join("binaryen");
+        let lock = std::fs::read_to_string(pinned.join("package-lock.json"))
+            .context("cannot read tools/binaryen/package-lock.json")?;
+        let version = lock
+            .split("\"node_modules/binaryen\"")
+            .nth(1)
+            .and_then(|rest| rest.split("\"version\": \"").nth(1))
+            .and_then(|rest| rest.split('"').next())
+            .context("tools/binaryen/package-lock.json names no binaryen version")?;
+        let tools = self.target.join("tools").join(format!("binaryen-{version}"));
+        let bin = tools.join("node_modules").join(".bin").join("wasm-opt");
+        if bin.exists() {
+            return Ok(bin);
+        }
+        ensure_commands(&[("node", "nodejs"), ("npm", "npm")])?;
+        std::fs::create_dir_all(&tools)?;
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(pinned.join(file), tools.join(file))
+                .with_context(|| format!("cannot copy tools/binaryen/{file}"))?;
+        }
+        step(
+            &format!("installing binaryen {version} (wasm-opt, from npm; once)"),
+            Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&tools),
+        )?;
+        Ok(bin)
+    }
+
     /// wasm-bindgen's CLI at exactly the version in Cargo.lock, installed once under the target dir.
     fn ensure_wasm_bindgen(&self) -> anyhow::Result<PathBuf> {
         let version = locked_version(&self.root.join("Cargo.lock"), "wasm-bindgen")?;
@@ -220,21 +272,29 @@ fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
 /// together: the script names the wasm's exports), and returns `headroom.<hash>`.
 fn name_by_content(pkg: &Path) -> anyhow::Result<String> {
     let parts = [".js", "_bg.wasm", ".css"];
-    // FNV-1a, 64 bits: not for security, only so a changed file gets a new name.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hash = FNV_OFFSET;
     for part in parts {
         let path = pkg.join(format!("{OUTPUT_NAME}{part}"));
         let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        for b in bytes.iter().chain(part.as_bytes()) {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        hash = fnv1a(fnv1a(hash, &bytes), part.as_bytes());
     }
     let named = format!("{OUTPUT_NAME}.{hash:016x}");
     for part in parts {
         std::fs::rename(pkg.join(format!("{OUTPUT_NAME}{part}")), pkg.join(format!("{named}{part}")))?;
     }
     Ok(named)
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a, 64 bits, continued from `hash`: not for security, only so changed bytes get a new
+/// name.
+fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
 }
 
 /// Writes `file.br` (brotli, quality 11) and `file.gz` (gzip -9) beside `file`, which the
