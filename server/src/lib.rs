@@ -82,10 +82,20 @@ pub fn app(state: AppState) -> Router {
         // Every request gets an id (a proxy's own is kept when it looks like one), answered in
         // `x-request-id` and carried by every log line of the request, so a logged 5xx names it.
         .layer(tower_http::request_id::PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(|request: &axum::extract::Request| {
-            let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
-            tracing::info_span!("request", id, method = %request.method(), path = request.uri().path())
-        }))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(|request: &axum::extract::Request| {
+                    let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
+                    tracing::info_span!("request", id, method = %request.method(), path = request.uri().path())
+                })
+                // One line per answered request: its status and latency, in the request's span. The
+                // path has no query string, and no header or body is logged, so no secret is.
+                .on_response(
+                    tower_http::trace::DefaultOnResponse::new()
+                        .level(tracing::Level::INFO)
+                        .latency_unit(tower_http::LatencyUnit::Micros),
+                ),
+        )
         .layer(tower_http::request_id::SetRequestIdLayer::new(REQUEST_ID, tower_http::request_id::MakeRequestUuid))
         .layer(middleware::from_fn(drop_foreign_request_id))
 }

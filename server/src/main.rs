@@ -19,8 +19,17 @@ struct Cli {
     /// `postgres://…` or `sqlite://…`; default: the SQLite file in the data directory.
     #[arg(long, env = "DATABASE_URL", global = true)]
     database_url: Option<String>,
+    /// `text` for people, `json` (one object per line) for a log collector.
+    #[arg(long, env = "HEADROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -99,13 +108,20 @@ fn parse_role(text: &str) -> Result<Role, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
+    let cli = Cli::parse();
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()),
         )
         .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
+        // Colours for a person at a terminal, never in a file or a collector's pipe.
+        .with_ansi(std::io::stderr().is_terminal());
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        // The event's fields at the top level, the request's span (id, method, path) under
+        // `span`.
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
+    }
     let url = match &cli.database_url {
         Some(url) => url.clone(),
         None => {

@@ -101,7 +101,7 @@ pub async fn create(
     let account = format!("user:{}", name.to_lowercase());
     let address = format!("addr:{}", peer.map_or_else(|| "unknown".to_string(), |ip| ip.to_string()));
     if state.store.login_locked_until(&[&account, &address]).await?.is_some() {
-        tracing::info!(name = %name, %address, "sign-in refused: throttled");
+        tracing::info!(name = ?name, %address, "sign-in refused: throttled");
         return Ok(see_other("/login?error=throttled", None));
     }
     let user = state.store.user_by_name(name).await?;
@@ -112,7 +112,7 @@ pub async fn create(
         _ => {
             state.store.record_login_failure(&account, FREE_FAILURES_PER_ACCOUNT).await?;
             state.store.record_login_failure(&address, FREE_FAILURES_PER_ADDRESS).await?;
-            tracing::info!(name = %name, %address, "failed sign-in");
+            tracing::info!(name = ?name, %address, "failed sign-in");
             return Ok(see_other("/login?error=invalid", None));
         }
     };
