@@ -264,6 +264,16 @@ enum Command {
         #[arg(long, hide = true)]
         stop_on_stdin_eof: bool,
     },
+    /// Print a completion script for SHELL to standard output
+    /// (`cargo xtask dist` installs them under `share/`).
+    Completions { shell: clap_complete::Shell },
+    /// Print this program's man page (roff) to standard output, or write it and one page per
+    /// subcommand into a folder.
+    Man {
+        /// Write every page here (`NAME.1`, `NAME-SUBCOMMAND.1`, …) instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 fn default_spool() -> PathBuf {
@@ -318,6 +328,11 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Completions { shell } => {
+            print_completions(shell);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => man(dir).map(|()| ExitCode::SUCCESS),
         Command::Inventory => {
             let node = inventory::node(&inventory::OperatorFacts::default());
             println!("{}", serde_json::to_string_pretty(&node)?);
@@ -446,4 +461,29 @@ async fn flush(spool: &Spool, target: &Target) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Prints `shell`'s completion script. For bash it mends clap_complete's spelling of a hyphenated
+/// name: its case labels say `measurements__subcmd__agent…` where its state says `measurements__agent…`, so nothing past the first word
+/// completed (clap-rs/clap#6421, open).
+fn print_completions(shell: clap_complete::Shell) {
+    const NAME: &str = "measurements-agent";
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), NAME, &mut script);
+    let script = String::from_utf8_lossy(&script).replace(&NAME.replace('-', "__subcmd__"), &NAME.replace('-', "__"));
+    print!("{script}");
+}
+
+/// The man page on standard output, or every page (one per subcommand too) written into `dir`.
+fn man(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let command = <Cli as clap::CommandFactory>::command();
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command, &dir)
+                .with_context(|| format!("cannot write man pages to {}", dir.display()))
+        }
+        // As `generate_to` does: no page for the `help` subcommand, so none is named.
+        None => Ok(clap_mangen::Man::new(command.disable_help_subcommand(true)).render(&mut std::io::stdout())?),
+    }
 }

@@ -55,6 +55,16 @@ enum Command {
     /// Manage users and tokens.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Print a completion script for SHELL to standard output
+    /// (`cargo xtask dist` installs them under `share/`).
+    Completions { shell: clap_complete::Shell },
+    /// Print this program's man page (roff) to standard output, or write it and one page per
+    /// subcommand into a folder.
+    Man {
+        /// Write every page here (`NAME.1`, `NAME-SUBCOMMAND.1`, …) instead.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -109,6 +119,14 @@ fn parse_role(text: &str) -> Result<Role, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    match cli.command {
+        Command::Completions { shell } => {
+            print_completions(shell);
+            return Ok(());
+        }
+        Command::Man { dir } => return man(dir),
+        _ => {}
+    }
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()),
@@ -136,6 +154,8 @@ async fn main() -> anyhow::Result<()> {
             serve(store, listen, site_root, tls_cert.zip(tls_key), metrics_token).await
         }
         Command::Admin(command) => run_admin(&store, &cli.data_dir, command).await,
+        // Answered before the database is opened.
+        Command::Completions { .. } | Command::Man { .. } => Ok(()),
     }
 }
 
@@ -249,4 +269,29 @@ async fn run_admin(store: &Store, data_dir: &std::path::Path, command: AdminComm
         }
     }
     Ok(())
+}
+
+/// Prints `shell`'s completion script. For bash it mends clap_complete's spelling of a hyphenated
+/// name: its case labels say `headroom__subcmd__server…` where its state says `headroom__server…`, so nothing past the first word
+/// completed (clap-rs/clap#6421, open).
+fn print_completions(shell: clap_complete::Shell) {
+    const NAME: &str = "headroom-server";
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), NAME, &mut script);
+    let script = String::from_utf8_lossy(&script).replace(&NAME.replace('-', "__subcmd__"), &NAME.replace('-', "__"));
+    print!("{script}");
+}
+
+/// The man page on standard output, or every page (one per subcommand too) written into `dir`.
+fn man(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let command = <Cli as clap::CommandFactory>::command();
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(command, &dir)
+                .with_context(|| format!("cannot write man pages to {}", dir.display()))
+        }
+        // As `generate_to` does: no page for the `help` subcommand, so none is named.
+        None => Ok(clap_mangen::Man::new(command.disable_help_subcommand(true)).render(&mut std::io::stdout())?),
+    }
 }

@@ -42,8 +42,9 @@ impl Build {
         self.binaries(release, site_root)
     }
 
-    /// `target/dist`: `bin/headroom-server`, `bin/measurements-agent` and `site/` (the release
-    /// bundle), laid out so the server finds its site beside its own folder with no flag.
+    /// `target/dist`: `bin/headroom-server`, `bin/measurements-agent`, `site/` (the release
+    /// bundle), laid out so the server finds its site beside its own folder with no flag, and
+    /// `share/` (completions and man pages).
     pub fn dist(&self) -> anyhow::Result<()> {
         let built = self.all(true)?;
         let dist = self.target.join("dist");
@@ -58,6 +59,9 @@ impl Build {
         }
         std::fs::copy(built.site_root.join(BUNDLE_MANIFEST), dist.join("site").join(BUNDLE_MANIFEST))?;
         copy_tree(&built.site_root.join("pkg"), &pkg)?;
+        for binary in [&built.server, &built.agent] {
+            write_docs(binary, &dist.join("share"))?;
+        }
         eprintln!("==> what ships is in {}: bin/headroom-server serve finds site/ beside bin/", dist.display());
         Ok(())
     }
@@ -249,6 +253,28 @@ impl Build {
         )?;
         Ok(bin)
     }
+}
+
+/// Writes the completion scripts and man pages `binary` makes (its `completions` and `man`
+/// commands) where a package puts them under `share`: bash-completion, zsh, fish, man1.
+fn write_docs(binary: &Path, share: &Path) -> anyhow::Result<()> {
+    let name = binary.file_name().and_then(|n| n.to_str()).context("a binary has no name")?;
+    let files = [
+        (vec!["completions", "bash"], format!("bash-completion/completions/{name}")),
+        (vec!["completions", "zsh"], format!("zsh/site-functions/_{name}")),
+        (vec!["completions", "fish"], format!("fish/vendor_completions.d/{name}.fish")),
+    ];
+    for (args, file) in files {
+        let output = Command::new(binary).args(&args).output().with_context(|| format!("cannot run {name}"))?;
+        if !output.status.success() || output.stdout.is_empty() {
+            bail!("`{name} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
+        }
+        let path = share.join(file);
+        std::fs::create_dir_all(path.parent().context("no folder")?)?;
+        std::fs::write(&path, output.stdout).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let man1 = share.join("man").join("man1");
+    step(&format!("writing {name}'s man pages"), Command::new(binary).arg("man").arg("--dir").arg(&man1))
 }
 
 /// Copies the files under `from` into `to`, folders too (wasm-bindgen writes a `snippets/`
