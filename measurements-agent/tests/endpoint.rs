@@ -183,7 +183,10 @@ fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_count
         assert_eq!(h.len(), p(m).samples, "{} step {}", m.case, param(m, "step"));
     }
     let n = steps(&run);
-    assert!(n >= 3, "a sweep takes several steps, got {n}");
+    // A shared node can still stall the client twice at one rate (it was retried once): the
+    // sweep then ends there, marked, rather than report a saturation it did not see.
+    let ended_on_the_client = param(at(&run, "endpoint_latency", n), "client_limited") == "true";
+    assert!(n >= 3 || (n == 2 && ended_on_the_client), "a sweep takes several steps, got {n}");
     let gave_out = (1..=n)
         .map(|s| at(&run, "endpoint_latency", s))
         .find(|m| param(m, "saturated") == "true" || param(m, "client_limited") == "true");
