@@ -60,8 +60,15 @@ pub fn gpus() -> Vec<model::GpuInfo> {
     Vec::new()
 }
 
+/// The node's name: `HEADROOM_NODE_NAME` where the kernel's hostname is a container's (a
+/// Kubernetes pod sets it from `spec.nodeName`), else the kernel's.
 pub fn hostname() -> String {
-    read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown-host".into())
+    std::env::var("HEADROOM_NODE_NAME")
+        .ok()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .or_else(|| read_trimmed("/proc/sys/kernel/hostname"))
+        .unwrap_or_else(|| "unknown-host".into())
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

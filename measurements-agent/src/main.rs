@@ -1,6 +1,7 @@
 //! `measurements-agent`: runs Headroom's benchmark suites on this node, keeps every result in
 //! a local spool, and uploads it to the server.
 
+mod daemon;
 mod inventory;
 mod spool;
 mod stats;
@@ -239,6 +240,38 @@ enum Command {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Run the suites on a schedule until SIGTERM (a DaemonSet or a long-running service):
+    /// each run is spooled and uploaded as `run` does, the spool is drained at start and after
+    /// every run, and --metrics-listen serves Prometheus metrics.
+    Daemon {
+        /// Suites to run each time, as for `run` (default: every available one; not endpoint,
+        /// whose target and load are set per run: schedule `run endpoint` for that).
+        #[arg(long, value_delimiter = ',', value_parser = parse_suite, env = "HEADROOM_SUITES")]
+        suites: Vec<Suite>,
+        /// Time between the starts of two runs, e.g. 6h, 30m.
+        #[arg(long, default_value = "6h", value_parser = daemon::parse_interval, env = "HEADROOM_EVERY")]
+        every: Duration,
+        /// Each start moves by up to half of this either way, and the first comes somewhere in
+        /// the first such window, so a fleet started at once does not measure at once
+        /// (default: a tenth of --every; 0s for none).
+        #[arg(long, value_parser = daemon::parse_interval, env = "HEADROOM_JITTER")]
+        jitter: Option<Duration>,
+        /// Fewer samples and sizes: a smoke test, not a basis for decisions.
+        #[arg(long)]
+        quick: bool,
+        /// Serve /metrics (Prometheus text) and /healthz here, e.g. 0.0.0.0:9464. Unauthenticated:
+        /// counts and times only.
+        #[arg(long, env = "HEADROOM_METRICS_LISTEN")]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// The node's instance type, e.g. p5.48xlarge.
+        #[arg(long, env = "HEADROOM_INSTANCE_TYPE")]
+        instance_type: Option<String>,
+        /// What the node costs per hour, in USD.
+        #[arg(long, env = "HEADROOM_HOURLY_USD")]
+        hourly_usd: Option<f64>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
     /// Upload every run waiting in the spool.
     Upload {
         #[command(flatten)]
@@ -338,6 +371,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&node)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Daemon { suites, every, jitter, quick, metrics_listen, instance_type, hourly_usd, server } => {
+            anyhow::ensure!(
+                !suites.contains(&Suite::Endpoint),
+                "the daemon does not run endpoint (its target and load are set per run): schedule `run endpoint …` instead"
+            );
+            anyhow::ensure!(!every.is_zero(), "--every must be above zero");
+            check_hourly_usd(hourly_usd)?;
+            let jitter = jitter.unwrap_or(every / 10);
+            anyhow::ensure!(jitter <= every, "--jitter must not be longer than --every");
+            let target = target(&server)?.context("the daemon needs --server (or HEADROOM_SERVER) to upload to")?;
+            let spool = Spool::open(&cli.spool)?;
+            let facts = inventory::OperatorFacts { instance_type, hourly_usd };
+            let schedule = daemon::Schedule { every, jitter, suites, effort: Effort { quick }, facts, metrics_listen };
+            daemon::run(schedule, spool, target).await
+        }
         Command::Upload { server } => {
             let spool = Spool::open(&cli.spool)?;
             let target = target(&server)?.context("--server (or HEADROOM_SERVER) is required to upload")?;
@@ -359,12 +407,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run { suites, quick, json, instance_type, hourly_usd, server, peer, peer_token, sizes, endpoint } => {
             let endpoint = endpoint.config(suites.contains(&Suite::Endpoint))?;
-            if let Some(price) = hourly_usd {
-                anyhow::ensure!(
-                    price.is_finite() && price >= 0.0,
-                    "--hourly-usd must be a finite, non-negative number"
-                );
-            }
+            check_hourly_usd(hourly_usd)?;
             let spool = Spool::open(&cli.spool)?;
             let target = target(&server)?;
             let facts = inventory::OperatorFacts { instance_type, hourly_usd };
@@ -395,6 +438,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+fn check_hourly_usd(price: Option<f64>) -> anyhow::Result<()> {
+    if let Some(price) = price {
+        anyhow::ensure!(price.is_finite() && price >= 0.0, "--hourly-usd must be a finite, non-negative number");
+    }
+    Ok(())
 }
 
 fn target(args: &ServerArgs) -> anyhow::Result<Option<Target>> {
