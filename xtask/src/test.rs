@@ -38,6 +38,15 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
             .arg(build.root.join("tools/endpoint-servers/setup.sh"))
             .arg(build.target.join("endpoint-servers")),
     )?;
+    // The manifests in deploy/kubernetes are checked against the API's schemas, and the
+    // systemd units in deploy/systemd by systemd's own analyzer.
+    step(
+        "installing kubernetes-validate for the manifest tests (once)",
+        Command::new("bash")
+            .arg(build.root.join("tools/kubernetes-validate/setup.sh"))
+            .arg(build.target.join("kubernetes-validate")),
+    )?;
+    crate::build::ensure_commands(&[("systemd-analyze", "systemd")])?;
     let mut cargo = build.cargo(&["test", "--workspace"]);
     cargo.args(cargo_args);
     // The whole suite takes about 10 min on 2 cores once built; a hang must fail CI well before
