@@ -28,6 +28,14 @@ struct Cli {
     /// Where runs wait until the server acknowledges them.
     #[arg(long, env = "HEADROOM_SPOOL", global = true, default_value_os_t = default_spool())]
     spool: PathBuf,
+    /// A TOML settings file: top-level keys are the global options, a table per subcommand
+    /// holds its options (`[daemon]`, `every = "6h"`); a flag or environment variable
+    /// wins over it.
+    #[arg(long, env = "HEADROOM_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Print the effective settings (secrets redacted) and where each came from, then exit.
+    #[arg(long, global = true)]
+    print_config: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -349,7 +357,7 @@ fn log(line: &str) {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = cli_config::parse();
     match run(cli).await {
         Ok(code) => code,
         Err(err) => {

@@ -22,6 +22,14 @@ struct Cli {
     /// `text` for people, `json` (one object per line) for a log collector.
     #[arg(long, env = "HEADROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
+    /// A TOML settings file: top-level keys are the global options, a table per subcommand
+    /// holds its options (`[serve]`, `listen = "0.0.0.0:3000"`); a flag or environment variable
+    /// wins over it.
+    #[arg(long, env = "HEADROOM_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Print the effective settings (secrets redacted) and where each came from, then exit.
+    #[arg(long, global = true)]
+    print_config: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -118,7 +126,7 @@ fn parse_role(text: &str) -> Result<Role, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli: Cli = cli_config::parse();
     match cli.command {
         Command::Completions { shell } => {
             print_completions(shell);
