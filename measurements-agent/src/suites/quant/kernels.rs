@@ -37,11 +37,6 @@ fn has_avx2() -> bool {
     }
 }
 
-/// Which compilation of the kernels runs on this CPU.
-pub fn kernel_name() -> &'static str {
-    if has_avx2() { "own, avx2+fma (autovectorized)" } else { "own, portable (autovectorized for the baseline ISA)" }
-}
-
 /// The CPU's vector and matrix features that matter for these precisions, from /proc/cpuinfo.
 pub fn cpu_features() -> Vec<&'static str> {
     let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -148,6 +143,24 @@ dispatched! {
     }
 }
 
+/// 1.5 × 2²³: added to a float of magnitude below 2²², it leaves the value rounded to the
+/// nearest integer (ties to even) in the low bits of the mantissa.
+const ROUNDING: f32 = 12_582_912.0;
+
+dispatched! {
+    /// `q = x / scale` clamped to [-127, 127] (NaN to -127) and rounded to the nearest integer,
+    /// ties to even. By the float-addition trick, not `round` and `as`: rounding half away from
+    /// zero is a library call per value and the saturating cast one branch per value, so
+    /// neither vectorises.
+    pub fn quantize_i8(x: &[f32], scale: f32, q: &mut [i8]) {
+        let bias = ROUNDING.to_bits() as i32;
+        for (v, o) in x.iter().zip(q.iter_mut()) {
+            let rounded = (v / scale).max(-127.0).min(127.0) + ROUNDING;
+            *o = (rounded.to_bits() as i32 - bias) as i8;
+        }
+    }
+}
+
 /// FP32 through the `matrixmultiply` crate (its own runtime-dispatched SIMD kernels): the
 /// library baseline the other precisions are compared with.
 pub fn gemm_f32_library(x: &[f32], w: &[f32], k: usize, y: &mut [f32]) {
@@ -214,6 +227,17 @@ mod tests {
             let exact: i32 = (0..k).map(|j| xi[r * k + j] as i32 * wi[c * k + j] as i32).sum();
             assert_eq!(*got, exact);
         }
+    }
+
+    #[test]
+    fn quantization_rounds_to_nearest_even_and_clamps() {
+        let x = [0.5, 1.5, 2.5, -0.5, -1.5, 126.6, 300.0, -300.0, f32::NAN, 0.49, -2.51];
+        let mut q = [0i8; 11];
+        quantize_i8(&x, 1.0, &mut q);
+        assert_eq!(q, [0, 2, 2, 0, -2, 127, 127, -127, -127, 0, -3]);
+        let mut half = [0i8; 3];
+        quantize_i8(&[1.0, -1.0, 0.3], 2.0, &mut half);
+        assert_eq!(half, [0, 0, 0]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use model::plan::rng::Rng;
 use serde::{Deserialize, Serialize};
 
+use super::gemm::{self, Isa, Op, PackedF, PackedI8};
 use super::kernels;
 
 pub const INPUTS: usize = 64;
@@ -266,13 +267,14 @@ pub fn accuracy(logits: &[f32], labels: &[u8]) -> f64 {
     right as f64 / labels.len() as f64
 }
 
-/// How a layer's weights are stored.
+/// How a layer's weights are stored: packed for this CPU's fastest kernel, as a runtime would
+/// pre-pack them when it loads a model.
 enum Weights {
-    F32(Vec<f32>),
-    Bf16(Vec<u16>),
+    F32(PackedF<f32>),
+    Bf16(PackedF<u16>),
     /// INT8 values with their scales (one per output row).
     I8 {
-        q: Vec<i8>,
+        q: PackedI8,
         scales: Vec<f32>,
     },
     /// INT4 values packed two to a byte (low nibble first), with their scales.
@@ -299,11 +301,13 @@ struct Layer {
 }
 
 impl Layer {
+    /// Bytes of the weights themselves (a packed layout's padding aside).
     fn weight_bytes(&self) -> usize {
+        let values = self.inputs * self.bias.len();
         let weights = match &self.weights {
-            Weights::F32(w) => w.len() * 4,
-            Weights::Bf16(w) => w.len() * 2,
-            Weights::I8 { q, scales } => q.len() + scales.len() * 4,
+            Weights::F32(_) => values * 4,
+            Weights::Bf16(_) => values * 2,
+            Weights::I8 { scales, .. } => values + scales.len() * 4,
             Weights::I4 { packed, scales } => packed.len() + scales.len() * 4,
         };
         weights + self.bias.len() * 4
@@ -313,14 +317,15 @@ impl Layer {
         let n = self.bias.len();
         let batch = x.len() / self.inputs;
         let mut y = vec![0.0; batch * n];
-        let integer = |q: &[i8], scales: &[f32], y: &mut [f32]| {
+        let integer = |gemm: &dyn Fn(&[i8], &mut [i32]), scales: &[f32], y: &mut [f32]| {
             let sx = match self.activations {
                 Activations::Dynamic => max_abs(x).max(1e-12) / 127.0,
                 Activations::Static(s) => s,
             };
-            let xq: Vec<i8> = x.iter().map(|v| (v / sx).round().clamp(-127.0, 127.0) as i8).collect();
+            let mut xq = vec![0i8; x.len()];
+            kernels::quantize_i8(x, sx, &mut xq);
             let mut acc = vec![0i32; batch * n];
-            kernels::gemm_i8(&xq, q, self.inputs, &mut acc);
+            gemm(&xq, &mut acc);
             for (row, out) in acc.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
                 for ((a, o), s) in row.iter().zip(out.iter_mut()).zip(scales) {
                     *o = *a as f32 * sx * s;
@@ -328,12 +333,14 @@ impl Layer {
             }
         };
         match &self.weights {
-            Weights::F32(w) => kernels::gemm_f32(x, w, self.inputs, &mut y),
-            Weights::Bf16(w) => kernels::gemm_bf16(x, w, self.inputs, &mut y),
-            Weights::I8 { q, scales } => integer(q, scales, &mut y),
+            Weights::F32(w) => gemm::gemm_f32(x, w, &mut y),
+            Weights::Bf16(w) => gemm::gemm_bf16(x, w, &mut y),
+            Weights::I8 { q, scales } => integer(&|x, acc| gemm::gemm_i8(x, q, acc), scales, &mut y),
             Weights::I4 { packed, scales } => {
+                // No INT4 kernel: the values are unpacked at each call, as a weight-only INT4
+                // runtime without one would.
                 let q: Vec<i8> = packed.iter().flat_map(|b| [((b << 4) as i8) >> 4, (*b as i8) >> 4]).collect();
-                integer(&q, scales, &mut y)
+                integer(&|x, acc| kernels::gemm_i8(x, &q, self.inputs, acc), scales, &mut y)
             }
         }
         add_bias_relu(&mut y, &self.bias, relu);
@@ -359,6 +366,16 @@ impl Variant {
         self.layers.iter().map(Layer::weight_bytes).sum()
     }
 
+    /// The kernel the variant's layers run on.
+    pub fn kernel(&self) -> String {
+        match &self.layers[0].weights {
+            Weights::F32(w) => format!("packed, {}", w.isa()),
+            Weights::Bf16(w) => format!("packed, {}", w.isa()),
+            Weights::I8 { q, .. } => format!("packed, {}", q.isa()),
+            Weights::I4 { .. } => "portable, unpacked to INT8 at each call".into(),
+        }
+    }
+
     /// Bytes the forward pass holds at its peak for `batch`: weights plus the input, hidden and
     /// output buffers (and the integer copies an integer variant makes).
     pub fn memory_bytes(&self, batch: usize) -> usize {
@@ -372,8 +389,11 @@ impl Variant {
 
 fn layer(w: &[f32], bias: &[f32], inputs: usize, store: &Store, activations: Activations) -> Layer {
     let weights = match store {
-        Store::F32 => Weights::F32(w.to_vec()),
-        Store::Bf16 => Weights::Bf16(w.iter().map(|v| kernels::f32_to_bf16(*v)).collect()),
+        Store::F32 => Weights::F32(PackedF::fp32(w, inputs, Isa::best(Op::Fp32))),
+        Store::Bf16 => {
+            let w: Vec<u16> = w.iter().map(|v| kernels::f32_to_bf16(*v)).collect();
+            Weights::Bf16(PackedF::bf16(&w, inputs, Isa::best(Op::Bf16Weights)))
+        }
         Store::Int(scheme) => {
             let scales = weight_scales(w, inputs, *scheme);
             let q = quantize(w, inputs, &scales, *scheme);
@@ -382,7 +402,7 @@ fn layer(w: &[f32], bias: &[f32], inputs: usize, store: &Store, activations: Act
                     q.chunks(2).map(|p| (p[0] as u8 & 0x0f) | ((p.get(1).copied().unwrap_or(0) as u8) << 4)).collect();
                 Weights::I4 { packed, scales }
             } else {
-                Weights::I8 { q, scales }
+                Weights::I8 { q: PackedI8::new(&q, inputs, Isa::best(Op::Int8)), scales }
             }
         }
     };

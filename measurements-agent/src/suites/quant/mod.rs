@@ -4,17 +4,21 @@
 //! in FP32, BF16, INT8 post-training (dynamic and static, per tensor and per channel), INT8 and
 //! INT4 quantization-aware, and INT4 post-training: accuracy, latency, throughput and memory.
 
+pub mod gemm;
 pub mod kernels;
 pub mod mlp;
+pub mod onnxruntime;
+mod shapes;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use model::{Case, Measurement, Suite, Unit};
+use model::{Case, Measurement, MeasurementStatus, Suite, Unit};
 
-use self::mlp::{Data, Trained, weight_scales};
-use super::transport::harness::{Recorder, wall_per_call};
+use self::gemm::{Isa, Op};
+use self::mlp::{Data, Trained};
+use super::transport::harness::wall_per_call;
 use super::{Benchmark, Effort, Progress, figure, single};
 
 pub struct QuantSuite;
@@ -35,22 +39,55 @@ impl Benchmark for QuantSuite {
     fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let budget = Duration::from_millis(if effort.quick { 60 } else { 300 });
         let features = kernels::cpu_features().join(" ");
-        progress.line(&format!("quant: CPU features {features:?}; kernels: {}", kernels::kernel_name()));
+        let kernels_used =
+            [Op::Fp32, Op::Bf16Weights, Op::Int8].map(|op| format!("{op:?} {}", Isa::best(op))).join(", ");
+        progress.line(&format!("quant: CPU features {features:?}; kernels: {kernels_used}"));
         let mut out = Vec::new();
         let (hidden, batches): (&[usize], &[usize]) =
             if effort.quick { (&QUICK_HIDDEN, &QUICK_BATCHES) } else { (&HIDDEN, &BATCHES) };
-        // Each GEMM shape, then the MLP.
-        progress.start("quant", (hidden.len() * batches.len() + 1) as u64);
-        for &n in hidden {
-            for &batch in batches {
-                progress.step(&format!("GEMM {batch} × {n} × {n}"));
-                gemm_cases(batch, n, budget, &features, &mut out);
+        let shapes: Vec<(usize, usize)> = hidden.iter().flat_map(|&n| batches.iter().map(move |&b| (b, n))).collect();
+        // The core's limits, ONNX Runtime, each GEMM shape, then the MLP.
+        progress.start("quant", shapes.len() as u64 + 3);
+        progress.step("the core's clock and peak per instruction");
+        let limits = shapes::Limits::measure();
+        out.extend(limits.measurements(&features));
+        progress.step("ONNX Runtime on the same shapes (one thread)");
+        let limit = budget * 8 * shapes.len() as u32 + Duration::from_secs(120);
+        let anchor = match onnxruntime::measure(&shapes, budget, limit) {
+            Ok(anchor) => Some(anchor),
+            Err(reason) => {
+                progress.line(&format!("quant: ONNX Runtime not measured: {reason}"));
+                out.push(skipped("floor_onnxruntime", &features, &reason));
+                None
             }
+        };
+        let cx = shapes::Context {
+            budget,
+            features: &features,
+            every_path: !effort.quick,
+            limits: &limits,
+            anchor: anchor.as_ref(),
+        };
+        for &(batch, n) in &shapes {
+            progress.step(&format!("GEMM {batch} × {n} × {n}"));
+            shapes::gemm_cases(batch, n, &cx, &mut out);
         }
         progress.step("the digits MLP (training is cached)");
         mlp_cases(budget, &features, &mut out, progress)?;
         progress.finish();
+        for line in shapes::table(&out) {
+            progress.line(&line);
+        }
         Ok(out)
+    }
+}
+
+fn skipped(case: &str, features: &str, reason: &str) -> Measurement {
+    Measurement {
+        status: MeasurementStatus::Skipped,
+        reason: Some(format!("skipped: {reason}")),
+        stats: None,
+        ..figure(Suite::Quant, case, Unit::FlopPerSecond, params(&[("cpu_features", features.to_string())]), None)
     }
 }
 
@@ -76,81 +113,6 @@ fn relative_error(y: &[f32], reference: &[f64]) -> f64 {
     let (num, den) =
         y.iter().zip(reference).fold((0.0, 0.0), |(n, d), (a, b)| (n + (*a as f64 - b).powi(2), d + b * b));
     (num / den.max(f64::MIN_POSITIVE)).sqrt()
-}
-
-fn gemm_cases(batch: usize, n: usize, budget: Duration, features: &str, out: &mut Vec<Measurement>) {
-    let k = n;
-    let seed = (batch * 1_000_003 + n) as u64;
-    let x = values(batch * k, seed);
-    let w = values(n * k, seed + 1);
-    let rows = batch.min(CHECKED_ROWS);
-    let reference: Vec<f64> = x[..rows * k]
-        .chunks_exact(k)
-        .flat_map(|r| w.chunks_exact(k).map(move |c| r.iter().zip(c).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>()))
-        .collect();
-    let w_bf16: Vec<u16> = w.iter().map(|v| kernels::f32_to_bf16(*v)).collect();
-    let scheme = mlp::INT8_PER_CHANNEL;
-    let w_scales = weight_scales(&w, k, scheme);
-    let w_i8 = mlp::quantize(&w, k, &w_scales, scheme);
-    let x_scale = x.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
-    let x_i8: Vec<i8> = x.iter().map(|v| (v / x_scale).round().clamp(-127.0, 127.0) as i8).collect();
-
-    let mut y = vec![0f32; batch * n];
-    let mut acc = vec![0i32; batch * n];
-    let flops = 2.0 * (batch * n * k) as f64;
-    let time = |name: &str, f: &mut dyn FnMut()| -> (String, Recorder) { (name.to_string(), wall_per_call(f, budget)) };
-    let cases = [
-        (
-            time("fp32_library", &mut || kernels::gemm_f32_library(&x, &w, k, &mut y)),
-            "fp32",
-            "matrixmultiply",
-            4 * n * k,
-        ),
-        (time("fp32", &mut || kernels::gemm_f32(&x, &w, k, &mut y)), "fp32", kernels::kernel_name(), 4 * n * k),
-        (time("bf16", &mut || kernels::gemm_bf16(&x, &w_bf16, k, &mut y)), "bf16", kernels::kernel_name(), 2 * n * k),
-        (
-            time("int8", &mut || kernels::gemm_i8(&x_i8, &w_i8, k, &mut acc)),
-            "int8",
-            kernels::kernel_name(),
-            n * k + 4 * n,
-        ),
-    ];
-    // The error of each path, computed once outside the timing.
-    let mut error = |path: &str| -> f64 {
-        match path {
-            "fp32_library" => kernels::gemm_f32_library(&x[..rows * k], &w, k, &mut y[..rows * n]),
-            "fp32" => kernels::gemm_f32(&x[..rows * k], &w, k, &mut y[..rows * n]),
-            "bf16" => kernels::gemm_bf16(&x[..rows * k], &w_bf16, k, &mut y[..rows * n]),
-            _ => {
-                kernels::gemm_i8(&x_i8[..rows * k], &w_i8, k, &mut acc[..rows * n]);
-                for (i, a) in acc[..rows * n].iter().enumerate() {
-                    y[i] = *a as f32 * x_scale * w_scales[i % n];
-                }
-            }
-        }
-        relative_error(&y[..rows * n], &reference)
-    };
-    let library = cases[0].0.1.stats().map(|s| s.p50);
-    let own = cases[1].0.1.stats().map(|s| s.p50);
-    for ((path, recorder), precision, kernel, weight_bytes) in cases {
-        let Some(stats) = recorder.stats() else { continue };
-        let p = params(&[
-            ("path", path.clone()),
-            ("precision", precision.to_string()),
-            ("kernel", kernel.to_string()),
-            ("batch", batch.to_string()),
-            ("hidden", n.to_string()),
-            ("cpu_features", features.to_string()),
-        ]);
-        out.push(figure(Suite::Quant, "gemm_latency", Unit::Seconds, p.clone(), Some(stats)));
-        push(out, "gemm_throughput", Unit::FlopPerSecond, &p, flops / stats.p50);
-        push(out, "gemm_relative_error", Unit::Ratio, &p, error(&path));
-        push(out, "gemm_weight_bytes", Unit::Bytes, &p, weight_bytes as f64);
-        if let (Some(library), Some(own)) = (library, own) {
-            push(out, "gemm_speedup_vs_fp32_library", Unit::Ratio, &p, library / stats.p50);
-            push(out, "gemm_speedup_vs_fp32_own", Unit::Ratio, &p, own / stats.p50);
-        }
-    }
 }
 
 /// Where the trained networks are kept between runs.
@@ -200,7 +162,7 @@ fn mlp_cases(
         let base = params(&[
             ("variant", variant.name.to_string()),
             ("precision", variant.precision.to_string()),
-            ("kernel", kernels::kernel_name().to_string()),
+            ("kernel", variant.kernel()),
             ("cpu_features", features.to_string()),
         ]);
         push(out, Case::MlpAccuracy.as_str(), Unit::Ratio, &base, accuracy);
