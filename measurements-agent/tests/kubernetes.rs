@@ -35,13 +35,7 @@ fn manifests() -> Vec<PathBuf> {
 /// kubernetes-validate's virtual environment, installed on first use (never skipped).
 fn venv() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("kubernetes-validate");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kubernetes-validate/setup.sh");
-        let status = Command::new("bash").arg(&script).arg(&dir).status().expect("bash runs");
-        assert!(status.success(), "{} failed", script.display());
-        dir
-    })
+    DIR.get_or_init(|| common::tool_venv("kubernetes-validate"))
 }
 
 fn validate(version: &str, files: &[PathBuf]) -> std::process::Output {

@@ -46,6 +46,11 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
             .arg(build.root.join("tools/kubernetes-validate/setup.sh"))
             .arg(build.target.join("kubernetes-validate")),
     )?;
+    // The quant suite's GEMM kernels are measured beside ONNX Runtime on the same shapes.
+    step(
+        "installing ONNX Runtime for the quant tests (once)",
+        Command::new("bash").arg(build.root.join("tools/onnxruntime/setup.sh")).arg(build.target.join("onnxruntime")),
+    )?;
     crate::build::ensure_commands(&[("systemd-analyze", "systemd")])?;
     let mut cargo = build.cargo(&["test", "--workspace"]);
     cargo.args(cargo_args);

@@ -322,3 +322,13 @@ async fn forward(
     }
     response
 }
+
+/// The virtual environment `tools/NAME/setup.sh` installs beside the build output (created
+/// on first use, reused after; never skipped: a failed install fails the test).
+pub fn tool_venv(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("the target directory").join(name);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tools/{name}/setup.sh"));
+    let status = Command::new("bash").arg(&script).arg(&dir).status().expect("bash runs");
+    assert!(status.success(), "{} failed", script.display());
+    dir
+}
