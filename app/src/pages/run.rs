@@ -286,6 +286,121 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
     }.into_any()
 }
 
+/// One row of the GEMM table: a path on a shape, or ONNX Runtime's figure on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GemmRow {
+    pub shape: String,
+    pub path: String,
+    pub kernel: String,
+    pub ops: f64,
+    pub of_peak: Option<f64>,
+    pub vs_onnxruntime: Option<f64>,
+}
+
+/// The quant suite's GEMM figures for its headline paths (the library, and this CPU's fastest
+/// kernel per precision), each shape followed by ONNX Runtime's figures on it.
+pub fn gemm_rows(ms: &[Measurement]) -> Vec<GemmRow> {
+    const HEADLINE: [&str; 5] = ["fp32_library", "fp32", "bf16", "bf16_dot", "int8"];
+    let ok = |m: &&Measurement| m.suite == Suite::Quant && m.status == MeasurementStatus::Ok;
+    let p = |m: &Measurement, k: &str| m.parameters.get(k).cloned().unwrap_or_default();
+    let same = |a: &Measurement, b: &Measurement| {
+        ["batch", "hidden", "path"].iter().all(|k| a.parameters.get(*k) == b.parameters.get(*k))
+    };
+    let beside = |case: &str, m: &Measurement| {
+        ms.iter().filter(ok).find(|o| o.case == case && same(o, m)).and_then(|o| o.stats).map(|s| s.p50)
+    };
+    let mut rows = Vec::new();
+    let mut shapes: Vec<(u64, u64)> = Vec::new();
+    for m in ms.iter().filter(ok).filter(|m| m.case == "gemm_throughput") {
+        let shape = (p(m, "batch").parse().unwrap_or(0), p(m, "hidden").parse().unwrap_or(0));
+        if !shapes.contains(&shape) {
+            shapes.push(shape);
+        }
+    }
+    shapes.sort();
+    for (batch, hidden) in shapes {
+        let at = |m: &&Measurement| p(m, "batch") == batch.to_string() && p(m, "hidden") == hidden.to_string();
+        let shape = format!("{batch} × {hidden} × {hidden}");
+        for path in HEADLINE {
+            let Some(m) = ms.iter().filter(ok).filter(at).find(|m| m.case == "gemm_throughput" && p(m, "path") == path)
+            else {
+                continue;
+            };
+            let against = if p(m, "precision") == "int8" { "int8" } else { "fp32" };
+            rows.push(GemmRow {
+                shape: shape.clone(),
+                path: path.to_string(),
+                kernel: p(m, "kernel"),
+                ops: m.stats.map_or(0.0, |s| s.p50),
+                of_peak: beside("gemm_fraction_of_peak", m),
+                vs_onnxruntime: beside(&format!("gemm_ratio_vs_onnxruntime_{against}"), m),
+            });
+        }
+        for precision in ["fp32", "int8"] {
+            if let Some(m) =
+                ms.iter().filter(ok).filter(at).find(|m| m.case == format!("floor_onnxruntime_{precision}"))
+            {
+                rows.push(GemmRow {
+                    shape: shape.clone(),
+                    path: format!("ONNX Runtime {precision}"),
+                    kernel: format!("{} {} (1 thread)", p(m, "op"), p(m, "onnxruntime")),
+                    ops: m.stats.map_or(0.0, |s| s.p50),
+                    of_peak: None,
+                    vs_onnxruntime: Some(1.0),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The GEMM table of a quant run, with what the core's peak and ONNX Runtime mean here.
+#[component]
+fn GemmTable(ms: Vec<Measurement>) -> impl IntoView {
+    let rows = gemm_rows(&ms);
+    let peaks: Vec<String> = ms
+        .iter()
+        .filter(|m| m.case == "core_peak" && m.status == MeasurementStatus::Ok)
+        .filter_map(|m| {
+            let p = |k: &str| m.parameters.get(k).cloned().unwrap_or_default();
+            Some(format!(
+                "{} {:.0} GOP/s ({} a cycle at {} GHz)",
+                p("instruction"),
+                m.stats?.p50 / 1e9,
+                p("ops_per_cycle"),
+                p("clock_ghz")
+            ))
+        })
+        .collect();
+    let bf16_instructions = ms.iter().any(|m| m.parameters.get("instruction").is_some_and(|i| i.starts_with("bf16")));
+    let onnxruntime = ms.iter().find(|m| m.case == "floor_onnxruntime").and_then(|m| m.reason.clone());
+    view! {
+        <section class="card" data-out="gemm-table">
+            <h2>"Matrix multiply per precision, against this core and ONNX Runtime"</h2>
+            <p>{if peaks.is_empty() { "The core's peak was not measured in this run.".to_string() } else { format!("The core's peak, measured in this run: {}.", peaks.join("; ")) }}</p>
+            {(!bf16_instructions).then(|| view! { <p data-out="bf16-note">"This CPU has no BF16 instructions: BF16 here is FP32 arithmetic on weights stored in half the bytes, a memory saving, not a speed-up."</p> })}
+            {onnxruntime.map(|reason| view! { <p data-out="onnxruntime-missing">{format!("ONNX Runtime was not measured: {reason}")}</p> })}
+            <div tabindex="0" class="table-wrap">
+                <table class="stack gemm">
+                    <thead><tr><th>"Batch × hidden × hidden"</th><th>"Path"</th><th>"Kernel"</th><th>"GOP/s"</th><th>"Of the core's peak"</th><th>"Against ONNX Runtime"</th></tr></thead>
+                    <tbody>
+                        {rows.into_iter().map(|r| view! {
+                            <tr>
+                                <td data-label="Shape">{r.shape}</td>
+                                <td data-label="Path">{r.path}</td>
+                                <td data-label="Kernel">{r.kernel}</td>
+                                <td data-label="GOP/s">{format!("{:.1}", r.ops / 1e9)}</td>
+                                <td data-label="Of the core's peak">{r.of_peak.map(|f| format!("{:.0} %", f * 100.0)).unwrap_or_else(|| "–".into())}</td>
+                                <td data-label="Against ONNX Runtime">{r.vs_onnxruntime.map(|v| format!("{v:.2}×")).unwrap_or_else(|| "–".into())}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }
+}
+
 fn trend_chart(name: &str, unit: &str, points: &[TrendPoint]) -> String {
     let newest = points.iter().map(|p| p.started_at_ms).max().unwrap_or(0);
     let oldest = points.iter().map(|p| p.started_at_ms).min().unwrap_or(0);
@@ -376,11 +491,13 @@ fn Run(view: RunView) -> impl IntoView {
     let suites = run.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
     let steps = endpoint::steps(&ms);
     let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps/> });
+    let gemm = ms.iter().any(|m| m.case == "gemm_throughput").then(|| view! { <GemmTable ms=ms.clone()/> });
     view! {
         <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>
         <p class="lede">{format!("{} · suites {} · {} measurements · agent {} {} · status {}", utc_minute(run.started_at_ms), suites, run.measurement_count, run.agent_name, run.agent_version, run.status.as_str())}</p>
         <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
         {endpoint_check}
+        {gemm}
         {charts.into_iter().map(|(kind, svg)| view! { <div class="chart card" data-chart=kind inner_html=svg></div> }).collect_view()}
         <h2>"This node's runs"</h2>
         <ul class="node-runs">
@@ -430,6 +547,57 @@ mod tests {
             client_limited: false,
             in_flight,
         }
+    }
+
+    fn quant(case: &str, pairs: &[(&str, &str)], value: f64) -> Measurement {
+        Measurement {
+            suite: Suite::Quant,
+            case: case.into(),
+            parameters: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            unit: Unit::Ratio,
+            status: MeasurementStatus::Ok,
+            reason: None,
+            stats: Some(model::Stats::single(value)),
+            floor: None,
+            histogram: None,
+        }
+    }
+
+    #[test]
+    fn gemm_rows_pair_each_path_with_its_peak_share_and_onnxruntime() {
+        let mut ms = Vec::new();
+        for batch in ["64", "1"] {
+            for (path, precision, ops) in
+                [("int8", "int8", 400e9), ("int8_avx2", "int8", 130e9), ("fp32", "fp32", 100e9)]
+            {
+                let p = [("path", path), ("precision", precision), ("batch", batch), ("hidden", "512")];
+                ms.push(quant("gemm_throughput", &p, ops));
+                ms.push(quant("gemm_fraction_of_peak", &p, ops / 470e9));
+                if path == "int8" {
+                    ms.push(quant("gemm_ratio_vs_onnxruntime_int8", &p, 1.04));
+                }
+            }
+            let p = [("batch", batch), ("hidden", "512"), ("op", "MatMulInteger u8s8"), ("onnxruntime", "1.31.1")];
+            ms.push(quant("floor_onnxruntime_int8", &p, 385e9));
+        }
+        let rows = gemm_rows(&ms);
+        let names: Vec<(&str, &str)> = rows.iter().map(|r| (r.shape.as_str(), r.path.as_str())).collect();
+        // Shapes in order of batch; headline paths only (not int8_avx2), then ONNX Runtime.
+        assert_eq!(
+            names,
+            [
+                ("1 × 512 × 512", "fp32"),
+                ("1 × 512 × 512", "int8"),
+                ("1 × 512 × 512", "ONNX Runtime int8"),
+                ("64 × 512 × 512", "fp32"),
+                ("64 × 512 × 512", "int8"),
+                ("64 × 512 × 512", "ONNX Runtime int8"),
+            ]
+        );
+        let int8 = &rows[4];
+        assert_eq!((int8.ops, int8.vs_onnxruntime), (400e9, Some(1.04)));
+        assert!((int8.of_peak.unwrap() - 400.0 / 470.0).abs() < 1e-12);
+        assert_eq!((rows[3].vs_onnxruntime, rows[5].kernel.as_str()), (None, "MatMulInteger u8s8 1.31.1 (1 thread)"));
     }
 
     #[test]
