@@ -155,6 +155,8 @@ dispatched! {
     pub fn quantize_i8(x: &[f32], scale: f32, q: &mut [i8]) {
         let bias = ROUNDING.to_bits() as i32;
         for (v, o) in x.iter().zip(q.iter_mut()) {
+            // Not `clamp`: it keeps NaN, which the bit trick would turn into any value.
+            #[allow(clippy::manual_clamp)]
             let rounded = (v / scale).max(-127.0).min(127.0) + ROUNDING;
             *o = (rounded.to_bits() as i32 - bias) as i8;
         }
