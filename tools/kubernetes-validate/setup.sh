@@ -6,17 +6,4 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 dir="${1:-${CARGO_TARGET_DIR:-$here/../../target}/kubernetes-validate}"
-mkdir -p "$(dirname "$dir")"
-exec 9>"$dir.lock"
-flock 9
-
-stamp="$(cat "$here/requirements.txt" "$0" | sha256sum | cut -c1-16)"
-if [[ -f "$dir/.stamp" && "$(cat "$dir/.stamp")" == "$stamp" ]]; then
-    exit 0
-fi
-rm -rf "$dir"
-echo "kubernetes-validate: installing into $dir (once)" >&2
-python3 -m venv "$dir"
-"$dir/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$here/requirements.txt"
-"$dir/bin/kubernetes-validate" --version >/dev/null
-echo "$stamp" > "$dir/.stamp"
+exec bash "$here/../pinned-venv.sh" "$dir" "$here/requirements.txt" "$0" kubernetes-validate --version

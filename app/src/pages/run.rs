@@ -298,48 +298,45 @@ pub struct GemmRow {
 }
 
 /// The quant suite's GEMM figures for its headline paths (the library, and this CPU's fastest
-/// kernel per precision), each shape followed by ONNX Runtime's figures on it.
+/// kernel per precision), each shape followed by ONNX Runtime's figures on it. The run is read
+/// once into an index: a run holds thousands of measurements, and a page must not cost their
+/// square.
 pub fn gemm_rows(ms: &[Measurement]) -> Vec<GemmRow> {
     const HEADLINE: [&str; 5] = ["fp32_library", "fp32", "bf16", "bf16_dot", "int8"];
-    let ok = |m: &&Measurement| m.suite == Suite::Quant && m.status == MeasurementStatus::Ok;
-    let p = |m: &Measurement, k: &str| m.parameters.get(k).cloned().unwrap_or_default();
-    let same = |a: &Measurement, b: &Measurement| {
-        ["batch", "hidden", "path"].iter().all(|k| a.parameters.get(*k) == b.parameters.get(*k))
-    };
-    let beside = |case: &str, m: &Measurement| {
-        ms.iter().filter(ok).find(|o| o.case == case && same(o, m)).and_then(|o| o.stats).map(|s| s.p50)
-    };
-    let mut rows = Vec::new();
-    let mut shapes: Vec<(u64, u64)> = Vec::new();
-    for m in ms.iter().filter(ok).filter(|m| m.case == "gemm_throughput") {
-        let shape = (p(m, "batch").parse().unwrap_or(0), p(m, "hidden").parse().unwrap_or(0));
-        if !shapes.contains(&shape) {
-            shapes.push(shape);
+    type Key<'a> = (&'a str, &'a str, &'a str, &'a str);
+    let p = |m: &'_ Measurement, k: &str| m.parameters.get(k).map_or("", |v| v.as_str()).to_string();
+    let mut index: std::collections::HashMap<Key, &Measurement> = std::collections::HashMap::new();
+    let mut shapes: Vec<(u64, u64, &str, &str)> = Vec::new();
+    for m in ms.iter().filter(|m| m.suite == Suite::Quant && m.status == MeasurementStatus::Ok && m.stats.is_some()) {
+        let get = |k: &str| m.parameters.get(k).map_or("", |v| v.as_str());
+        let (batch, hidden) = (get("batch"), get("hidden"));
+        index.entry((m.case.as_str(), batch, hidden, get("path"))).or_insert(m);
+        if m.case == "gemm_throughput" {
+            let shape = (batch.parse().unwrap_or(0), hidden.parse().unwrap_or(0), batch, hidden);
+            if !shapes.contains(&shape) {
+                shapes.push(shape);
+            }
         }
     }
     shapes.sort();
-    for (batch, hidden) in shapes {
-        let at = |m: &&Measurement| p(m, "batch") == batch.to_string() && p(m, "hidden") == hidden.to_string();
-        let shape = format!("{batch} × {hidden} × {hidden}");
+    let value = |key: Key| index.get(&key).and_then(|m| m.stats).map(|s| s.p50);
+    let mut rows = Vec::new();
+    for (b, h, batch, hidden) in shapes {
+        let shape = format!("{b} × {h} × {h}");
         for path in HEADLINE {
-            let Some(m) = ms.iter().filter(ok).filter(at).find(|m| m.case == "gemm_throughput" && p(m, "path") == path)
-            else {
-                continue;
-            };
+            let Some(m) = index.get(&("gemm_throughput", batch, hidden, path)) else { continue };
             let against = if p(m, "precision") == "int8" { "int8" } else { "fp32" };
             rows.push(GemmRow {
                 shape: shape.clone(),
                 path: path.to_string(),
                 kernel: p(m, "kernel"),
                 ops: m.stats.map_or(0.0, |s| s.p50),
-                of_peak: beside("gemm_fraction_of_peak", m),
-                vs_onnxruntime: beside(&format!("gemm_ratio_vs_onnxruntime_{against}"), m),
+                of_peak: value(("gemm_fraction_of_peak", batch, hidden, path)),
+                vs_onnxruntime: value((&format!("gemm_ratio_vs_onnxruntime_{against}"), batch, hidden, path)),
             });
         }
         for precision in ["fp32", "int8"] {
-            if let Some(m) =
-                ms.iter().filter(ok).filter(at).find(|m| m.case == format!("floor_onnxruntime_{precision}"))
-            {
+            if let Some(m) = index.get(&(format!("floor_onnxruntime_{precision}").as_str(), batch, hidden, "")) {
                 rows.push(GemmRow {
                     shape: shape.clone(),
                     path: format!("ONNX Runtime {precision}"),

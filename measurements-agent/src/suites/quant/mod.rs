@@ -56,6 +56,8 @@ impl Benchmark for QuantSuite {
         let anchor = match onnxruntime::measure(&shapes, budget, limit) {
             Ok(anchor) => Some(anchor),
             Err(reason) => {
+                // The reason quotes the operator's Python path and its last words: stored text.
+                let reason = crate::upload::printable_within(&reason, 200);
                 progress.line(&format!("quant: ONNX Runtime not measured: {reason}"));
                 out.push(skipped("floor_onnxruntime", &features, &reason));
                 None
@@ -95,8 +97,11 @@ fn params(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
 }
 
+/// A one-number figure; a non-finite one is recorded as failed (the server refuses a run that
+/// holds one).
 fn push(out: &mut Vec<Measurement>, case: &str, unit: Unit, p: &BTreeMap<String, String>, value: f64) {
-    out.push(figure(Suite::Quant, case, unit, p.clone(), Some(single(value))));
+    let stats = value.is_finite().then(|| single(value));
+    out.push(figure(Suite::Quant, case, unit, p.clone(), stats));
 }
 
 /// Values in [-1, 1] that are never zero, from a small deterministic generator.

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::upload::printable_within;
+
 const SCRIPT: &str = include_str!("onnxruntime_gemm.py");
 
 /// ONNX Runtime's figures for the shapes asked.
@@ -51,59 +53,101 @@ fn python() -> String {
     std::env::var("HEADROOM_ONNXRUNTIME_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into())
 }
 
+/// Text the server takes: no control characters, at most this many bytes.
+const TEXT: usize = 200;
+/// The most of the script's output read: its answer is a few kilobytes.
+const OUTPUT: u64 = 1 << 20;
+
 /// Times ONNX Runtime on one thread for each `(batch, hidden)`; the error says why it could
 /// not (no Python, no onnxruntime, a crash, or longer than `limit`).
+///
+/// The script is written into a private directory and run isolated (`python -I`: neither the
+/// script's directory nor `PYTHON*` variables reach its imports), without the agent's
+/// `HEADROOM_*` variables (tokens among them), in a process group of its own that is killed
+/// whole at the deadline; its output is read up to 1 MiB.
 pub fn measure(shapes: &[(usize, usize)], budget: Duration, limit: Duration) -> Result<Anchor, String> {
     let python = python();
-    let mut script = tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix("headroom-onnxruntime-")
-        .suffix(".py")
-        .tempfile()
+        .tempdir()
         .map_err(|e| format!("cannot write the ONNX Runtime script: {e}"))?;
-    script.write_all(SCRIPT.as_bytes()).map_err(|e| format!("cannot write the ONNX Runtime script: {e}"))?;
+    let script = dir.path().join("onnxruntime_gemm.py");
+    std::fs::write(&script, SCRIPT).map_err(|e| format!("cannot write the ONNX Runtime script: {e}"))?;
     let request = serde_json::json!({ "shapes": shapes, "budget_s": budget.as_secs_f64() });
-    let mut child = Command::new(&python)
-        .arg(script.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start {python}: {e}"))?;
+    let mut command = Command::new(&python);
+    command.arg("-I").arg(&script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("HEADROOM_") {
+            command.env_remove(name);
+        }
+    }
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().map_err(|e| format!("cannot start {python}: {e}"))?;
+    // A child that exits before reading its request is judged by its exit status below.
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(request.to_string().as_bytes()).map_err(|e| format!("{python}: {e}"))?;
+        let _ = stdin.write_all(request.to_string().as_bytes());
     }
     // Read both pipes on their own threads so a chatty child never blocks on a full pipe.
     let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_string(&mut text);
+            let mut text = Vec::new();
+            if let Some(p) = pipe {
+                let _ = std::io::Read::read_to_end(&mut std::io::Read::take(p, OUTPUT), &mut text);
             }
-            text
+            String::from_utf8_lossy(&text).into_owned()
         })
     };
     let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
     let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
     let deadline = Instant::now() + limit;
     let status = loop {
-        match child.try_wait().map_err(|e| format!("{python}: {e}"))? {
-            Some(status) => break status,
-            None if Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("ONNX Runtime took longer than {} s and was stopped", limit.as_secs()));
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            waited => {
+                kill_group(&mut child);
+                return Err(match waited {
+                    Err(e) => format!("{python}: {e}"),
+                    _ => format!("ONNX Runtime took longer than {} s and was stopped", limit.as_secs()),
+                });
             }
-            None => std::thread::sleep(Duration::from_millis(50)),
         }
     };
+    // Anything the script left behind in its group goes with it, so the pipes close.
+    kill_group(&mut child);
     let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
     if !status.success() {
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim();
+        let last = printable_within(last, TEXT);
         return Err(if last.contains("No module named") {
             format!("{python} has no onnxruntime or onnx ({last}); set HEADROOM_ONNXRUNTIME_PYTHON to one that has")
         } else {
             format!("ONNX Runtime failed ({status}): {last}")
         });
     }
-    serde_json::from_str(stdout.trim()).map_err(|e| format!("ONNX Runtime's answer is not what was expected: {e}"))
+    let mut anchor: Anchor = serde_json::from_str(stdout.trim())
+        .map_err(|e| format!("ONNX Runtime's answer is not what was expected: {e}"))?;
+    // Only figures that can be divided by and stored (the server refuses a run holding a
+    // non-finite number or unprintable text, so one bad answer must not cost the whole run):
+    // a GEMM faster than a nanosecond is not a measurement.
+    anchor.results.retain(|r| r.seconds.is_finite() && r.seconds >= 1e-9 && shapes.contains(&(r.batch, r.hidden)));
+    if !(anchor.call_overhead_s.is_finite() && anchor.call_overhead_s >= 0.0) {
+        anchor.call_overhead_s = 0.0;
+    }
+    anchor.version = printable_within(&anchor.version, 64);
+    for r in &mut anchor.results {
+        r.op = printable_within(&r.op, 64);
+    }
+    Ok(anchor)
+}
+
+/// Kills `child`'s process group (it leads one of its own) and reaps the child.
+fn kill_group(child: &mut std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = rustix::process::kill_process_group(
+            rustix::process::Pid::from_raw(pid).expect("a child's pid is positive"),
+            rustix::process::Signal::KILL,
+        );
+    }
+    let _ = child.wait();
 }

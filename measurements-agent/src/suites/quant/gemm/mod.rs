@@ -140,6 +140,9 @@ fn pack<T: Copy + Default>(w: &[T], k: usize, nr: usize, group: usize) -> Vec<T>
     out
 }
 
+/// The longest k whose INT8 products always fit in 32 bits: 128 × 127 × k < 2³¹.
+pub const MAX_K: usize = 132_104;
+
 /// INT8 weights packed for one path, with what that path needs to finish the product.
 pub struct PackedI8 {
     isa: Isa,
@@ -155,11 +158,13 @@ impl PackedI8 {
     /// them; -128 would overflow the AVX2 method's sign trick) for `isa`.
     pub fn new(w: &[i8], k: usize, isa: Isa) -> PackedI8 {
         assert!(k > 0 && w.len().is_multiple_of(k), "weights are n × k");
+        assert!(k <= MAX_K, "k = {k} could overflow 32-bit accumulation (at most {MAX_K})");
         assert!(w.iter().all(|v| *v != i8::MIN), "INT8 weights are symmetric, in [-127, 127]");
         assert!(isa.ops().contains(&Op::Int8), "{isa} has no INT8 kernel");
         let n = w.len() / k;
         let data = if isa == Isa::Portable { w.to_vec() } else { pack(w, k, isa.panel(), 4) };
         let offset = if isa.offset() {
+            // |Σ w| ≤ 127 k, so 128 Σ w fits in 32 bits for k ≤ MAX_K.
             w.chunks_exact(k).map(|row| 128 * row.iter().map(|v| i32::from(*v)).sum::<i32>()).collect()
         } else {
             Vec::new()
@@ -182,6 +187,9 @@ pub fn gemm_i8(x: &[i8], w: &PackedI8, y: &mut [i32]) {
     let (k, n) = (w.k, w.n);
     let m = x.len() / k;
     assert!(x.len() == m * k && y.len() == m * n, "shapes disagree: x {} , k {k}, n {n}, y {}", x.len(), y.len());
+    if n == 0 {
+        return;
+    }
     if w.isa == Isa::Portable {
         return kernels::gemm_i8(x, &w.data, k, y);
     }
@@ -194,24 +202,26 @@ pub fn gemm_i8(x: &[i8], w: &PackedI8, y: &mut [i32]) {
             staged.extend(std::iter::repeat_n(flip, kp - k));
         }
         let data: &[u8] = bytemuck::cast_slice(&w.data);
-        run_dot(w.isa, staged, kp, data, kp / 4, y.as_mut_ptr().cast(), m, n);
+        run_dot(w.isa, staged, kp, data, kp / 4, bytemuck::cast_slice_mut(y), m, n);
     });
     if w.isa.offset() {
+        // Σ (x + 128) w − 128 Σ w: the first sum may pass 2³¹ on the way (it holds 255 × 127
+        // per term), so both wrap, and the difference is the exact product.
         for row in y.chunks_exact_mut(n) {
             for (v, o) in row.iter_mut().zip(&w.offset) {
-                *v -= o;
+                *v = v.wrapping_sub(*o);
             }
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_dot(isa: Isa, x: &[u8], x_stride: usize, w: &[u8], steps: usize, y: *mut u8, m: usize, n: usize) {
+fn run_dot(isa: Isa, x: &[u8], x_stride: usize, w: &[u8], steps: usize, y: &mut [u8], m: usize, n: usize) {
     assert!(isa.runs_here(), "{isa} does not run on this CPU");
     #[cfg(target_arch = "x86_64")]
     #[allow(unsafe_code)]
-    // SAFETY: the path runs on this CPU (asserted above); the callers sized y as m × n 32-bit
-    // values, and the kernels check x and w against m, n and steps.
+    // SAFETY: the path runs on this CPU (asserted above); the kernels check x, w and y against
+    // m, n and steps.
     unsafe {
         match isa {
             Isa::Avx2 => x86::dot_avx2(x, x_stride, w, steps, y, m, n),
@@ -268,7 +278,9 @@ impl PackedF<u16> {
 
 /// `y = x · Wᵀ` in FP32 (FP32 weights).
 pub fn gemm_f32(x: &[f32], w: &PackedF<f32>, y: &mut [f32]) {
-    check(x.len(), w.k, w.n, y.len());
+    if !check(x.len(), w.k, w.n, y.len()) {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     #[allow(unsafe_code)]
     // SAFETY: each path runs only where its features were detected; the kernels check shapes.
@@ -286,7 +298,9 @@ pub fn gemm_f32(x: &[f32], w: &PackedF<f32>, y: &mut [f32]) {
 /// `y = x · Wᵀ` with BF16 weights: FP32 inputs and accumulation, or for
 /// [`Isa::Avx512Bf16`] inputs rounded to BF16 too.
 pub fn gemm_bf16(x: &[f32], w: &PackedF<u16>, y: &mut [f32]) {
-    check(x.len(), w.k, w.n, y.len());
+    if !check(x.len(), w.k, w.n, y.len()) {
+        return;
+    }
     if w.isa == Isa::Avx512Bf16 {
         let (k, kp) = (w.k, w.k.div_ceil(2) * 2);
         return STAGED.with_borrow_mut(|staged| {
@@ -296,7 +310,7 @@ pub fn gemm_bf16(x: &[f32], w: &PackedF<u16>, y: &mut [f32]) {
                 staged.extend(values.flat_map(u16::to_le_bytes));
             }
             let data: &[u8] = bytemuck::cast_slice(&w.data);
-            run_dot(w.isa, staged, kp * 2, data, kp / 2, y.as_mut_ptr().cast(), x.len() / k, w.n);
+            run_dot(w.isa, staged, kp * 2, data, kp / 2, bytemuck::cast_slice_mut(y), x.len() / k, w.n);
         });
     }
     #[cfg(target_arch = "x86_64")]
@@ -313,9 +327,11 @@ pub fn gemm_bf16(x: &[f32], w: &PackedF<u16>, y: &mut [f32]) {
     kernels::gemm_bf16(x, &w.data, w.k, y)
 }
 
-fn check(x: usize, k: usize, n: usize, y: usize) {
+/// Whether there is anything to compute, after checking the shapes agree.
+fn check(x: usize, k: usize, n: usize, y: usize) -> bool {
     let m = x / k;
     assert!(x == m * k && y == m * n, "shapes disagree: x {x}, k {k}, n {n}, y {y}");
+    n > 0 && m > 0
 }
 
 #[cfg(test)]

@@ -57,22 +57,24 @@ fn best(ops: f64, mut f: impl FnMut()) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Cycles a second of this core, from a loop of dependent adds (one cycle each on every x86-64
-/// since the Pentium 4); `None` off x86-64.
+/// Cycles a second of this core, from a loop of dependent register adds (one cycle each on
+/// every x86-64 since the Pentium 4; a register operand, because recent Intel cores fold chains
+/// of small immediate adds at rename); `None` off x86-64.
 pub fn clock_hz() -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     {
         Some(best(8.0 * ITERATIONS as f64, || {
-            let mut x = std::hint::black_box(0u64);
+            let (mut x, one) = (std::hint::black_box(0u64), std::hint::black_box(1u64));
             // SAFETY: register arithmetic only; both operands are ours and no memory is touched.
             unsafe {
                 std::arch::asm!(
                     "2:",
-                    "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
-                    "add {x}, 1", "add {x}, 1", "add {x}, 1", "add {x}, 1",
+                    "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
+                    "add {x}, {one}", "add {x}, {one}", "add {x}, {one}", "add {x}, {one}",
                     "dec {n}",
                     "jnz 2b",
                     x = inout(reg) x,
+                    one = in(reg) one,
                     n = inout(reg) ITERATIONS => _,
                     options(nomem, nostack),
                 );

@@ -3,8 +3,20 @@ use crate::suites::quant::kernels::f32_to_bf16;
 
 /// Shapes that leave every edge: one row, a partial row block, k not a multiple of a group,
 /// n not a multiple of a panel, and a panel wider than n.
-const SHAPES: [(usize, usize, usize); 7] =
-    [(1, 4, 1), (1, 64, 10), (3, 37, 5), (7, 130, 33), (9, 64, 128), (17, 67, 47), (64, 256, 96)];
+const SHAPES: [(usize, usize, usize); 12] = [
+    (0, 8, 16),
+    (2, 8, 0),
+    (1, 1, 3),
+    (2, 2, 17),
+    (3, 3, 33),
+    (1, 4, 1),
+    (1, 64, 10),
+    (3, 37, 5),
+    (7, 130, 33),
+    (9, 64, 128),
+    (17, 67, 47),
+    (64, 256, 96),
+];
 
 fn ints(n: usize, seed: u64, low: i32) -> Vec<i8> {
     let mut rng = model::plan::rng::Rng::seeded(seed);
@@ -28,6 +40,7 @@ fn every_int8_path_here_is_exact_on_every_edge_and_at_the_extremes() {
             (vec![-128; m * k], vec![127; n * k]),
             (vec![127; m * k], vec![-127; n * k]),
             (vec![-127; m * k], vec![-127; n * k]),
+            (vec![-128; m * k], vec![-127; n * k]),
         ];
         for (x, w) in cases {
             let want = exact_i8(&x, &w, k);
@@ -102,6 +115,23 @@ fn packing_puts_each_weight_where_the_kernel_reads_it() {
         11, 12, 13, 14, 0, 0, 0, 0, 15, 0, 0, 0, 0, 0, 0, 0,
     ];
     assert_eq!(packed, want);
+}
+
+#[test]
+fn the_longest_exact_k_is_exact_on_every_path() {
+    // 128 × 127 × MAX_K is just below 2³¹: the largest product any path can be asked for.
+    let (x, w) = (vec![-128i8; MAX_K], vec![127i8; 2 * MAX_K]);
+    for isa in Isa::available(Op::Int8) {
+        let mut y = [0i32; 2];
+        gemm_i8(&x, &PackedI8::new(&w, MAX_K, isa), &mut y);
+        assert_eq!(y, [-128 * 127 * MAX_K as i32; 2], "{isa}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "overflow")]
+fn a_k_that_could_overflow_is_refused() {
+    PackedI8::new(&vec![1; MAX_K + 1], MAX_K + 1, Isa::Portable);
 }
 
 #[test]

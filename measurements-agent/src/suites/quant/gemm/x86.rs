@@ -73,6 +73,69 @@ unsafe fn store_partial<const N: usize>(lanes: [u32; N], out: *mut u8, cols: usi
     unsafe { std::ptr::copy_nonoverlapping(lanes.as_ptr().cast::<u8>(), out, cols.min(N) * 4) }
 }
 
+/// The integer-vector half of a [`Dot`] implementation, the same for every INT8 method at one
+/// width: `ymm` (8 lanes) or `zmm` (16 lanes, masked partial stores).
+macro_rules! int_lanes {
+    (ymm) => {
+        type V = __m256i;
+        const LANES: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> __m256i {
+            unsafe { _mm256_setzero_si256() }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const u8) -> __m256i {
+            unsafe { _mm256_loadu_si256(p.cast()) }
+        }
+        #[inline(always)]
+        unsafe fn splat(p: *const u8) -> __m256i {
+            unsafe { _mm256_set1_epi32(p.cast::<i32>().read_unaligned()) }
+        }
+        #[inline(always)]
+        unsafe fn add(a: __m256i, b: __m256i) -> __m256i {
+            unsafe { _mm256_add_epi32(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn store(v: __m256i, out: *mut u8, cols: usize) {
+            unsafe {
+                if cols >= 8 {
+                    _mm256_storeu_si256(out.cast(), v)
+                } else {
+                    store_partial(std::mem::transmute::<__m256i, [u32; 8]>(v), out, cols)
+                }
+            }
+        }
+    };
+    (zmm) => {
+        type V = __m512i;
+        const LANES: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> __m512i {
+            unsafe { _mm512_setzero_si512() }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const u8) -> __m512i {
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        }
+        #[inline(always)]
+        unsafe fn splat(p: *const u8) -> __m512i {
+            unsafe { _mm512_set1_epi32(p.cast::<i32>().read_unaligned()) }
+        }
+        #[inline(always)]
+        unsafe fn add(a: __m512i, b: __m512i) -> __m512i {
+            unsafe { _mm512_add_epi32(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn store(v: __m512i, out: *mut u8, cols: usize) {
+            unsafe { _mm512_mask_storeu_epi32(out.cast(), mask16(cols), v) }
+        }
+    };
+}
+
+fn mask16(cols: usize) -> __mmask16 {
+    if cols >= 16 { 0xffff } else { (1u16 << cols) - 1 }
+}
+
 /// AVX2 INT8: `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs into saturating
 /// 16-bit lanes. With |x| as the unsigned side and w carrying x's sign (`vpsignb`), each pair is
 /// at most 2 × 128 × 127 = 32 512 < 32 767, so nothing saturates and the result is exact for
@@ -80,40 +143,13 @@ unsafe fn store_partial<const N: usize>(lanes: [u32; N], out: *mut u8, cols: usi
 pub struct Avx2;
 
 impl Dot for Avx2 {
-    type V = __m256i;
-    const LANES: usize = 8;
+    int_lanes!(ymm);
     const MR: usize = 4;
-    #[inline(always)]
-    unsafe fn zero() -> __m256i {
-        unsafe { _mm256_setzero_si256() }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const u8) -> __m256i {
-        unsafe { _mm256_loadu_si256(p.cast()) }
-    }
-    #[inline(always)]
-    unsafe fn splat(p: *const u8) -> __m256i {
-        unsafe { _mm256_set1_epi32(p.cast::<i32>().read_unaligned()) }
-    }
     #[inline(always)]
     unsafe fn dot(acc: __m256i, x: __m256i, w: __m256i) -> __m256i {
         unsafe {
             let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x));
             _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
-        }
-    }
-    #[inline(always)]
-    unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
-        unsafe { _mm256_add_epi32(a, b) }
-    }
-    #[inline(always)]
-    unsafe fn store(v: __m256i, out: *mut u8, cols: usize) {
-        unsafe {
-            if cols >= 8 {
-                _mm256_storeu_si256(out.cast(), v)
-            } else {
-                store_partial(std::mem::transmute::<__m256i, [u32; 8]>(v), out, cols)
-            }
         }
     }
 }
@@ -123,21 +159,8 @@ impl Dot for Avx2 {
 pub struct Avx512Bw;
 
 impl Dot for Avx512Bw {
-    type V = __m512i;
-    const LANES: usize = 16;
+    int_lanes!(zmm);
     const MR: usize = 8;
-    #[inline(always)]
-    unsafe fn zero() -> __m512i {
-        unsafe { _mm512_setzero_si512() }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const u8) -> __m512i {
-        unsafe { _mm512_loadu_si512(p.cast()) }
-    }
-    #[inline(always)]
-    unsafe fn splat(p: *const u8) -> __m512i {
-        unsafe { _mm512_set1_epi32(p.cast::<i32>().read_unaligned()) }
-    }
     #[inline(always)]
     unsafe fn dot(acc: __m512i, x: __m512i, w: __m512i) -> __m512i {
         unsafe {
@@ -147,18 +170,6 @@ impl Dot for Avx512Bw {
             _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)))
         }
     }
-    #[inline(always)]
-    unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
-        unsafe { _mm512_add_epi32(a, b) }
-    }
-    #[inline(always)]
-    unsafe fn store(v: __m512i, out: *mut u8, cols: usize) {
-        unsafe { _mm512_mask_storeu_epi32(out.cast(), mask16(cols), v) }
-    }
-}
-
-fn mask16(cols: usize) -> __mmask16 {
-    if cols >= 16 { 0xffff } else { (1u16 << cols) - 1 }
 }
 
 /// AVX-512 VNNI INT8: `vpdpbusd` multiplies 4 unsigned by 4 signed bytes and adds them to a
@@ -167,32 +178,11 @@ fn mask16(cols: usize) -> __mmask16 {
 pub struct Avx512Vnni;
 
 impl Dot for Avx512Vnni {
-    type V = __m512i;
-    const LANES: usize = 16;
+    int_lanes!(zmm);
     const MR: usize = 8;
-    #[inline(always)]
-    unsafe fn zero() -> __m512i {
-        unsafe { _mm512_setzero_si512() }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const u8) -> __m512i {
-        unsafe { _mm512_loadu_si512(p.cast()) }
-    }
-    #[inline(always)]
-    unsafe fn splat(p: *const u8) -> __m512i {
-        unsafe { _mm512_set1_epi32(p.cast::<i32>().read_unaligned()) }
-    }
     #[inline(always)]
     unsafe fn dot(acc: __m512i, x: __m512i, w: __m512i) -> __m512i {
         unsafe { _mm512_dpbusd_epi32(acc, x, w) }
-    }
-    #[inline(always)]
-    unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
-        unsafe { _mm512_add_epi32(a, b) }
-    }
-    #[inline(always)]
-    unsafe fn store(v: __m512i, out: *mut u8, cols: usize) {
-        unsafe { _mm512_mask_storeu_epi32(out.cast(), mask16(cols), v) }
     }
 }
 
@@ -201,32 +191,11 @@ impl Dot for Avx512Vnni {
 pub struct Vnni256<const EVEX: bool>;
 
 impl<const EVEX: bool> Dot for Vnni256<EVEX> {
-    type V = __m256i;
-    const LANES: usize = 8;
+    int_lanes!(ymm);
     const MR: usize = 6;
-    #[inline(always)]
-    unsafe fn zero() -> __m256i {
-        unsafe { _mm256_setzero_si256() }
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const u8) -> __m256i {
-        unsafe { _mm256_loadu_si256(p.cast()) }
-    }
-    #[inline(always)]
-    unsafe fn splat(p: *const u8) -> __m256i {
-        unsafe { _mm256_set1_epi32(p.cast::<i32>().read_unaligned()) }
-    }
     #[inline(always)]
     unsafe fn dot(acc: __m256i, x: __m256i, w: __m256i) -> __m256i {
         unsafe { if EVEX { _mm256_dpbusd_epi32(acc, x, w) } else { _mm256_dpbusd_avx_epi32(acc, x, w) } }
-    }
-    #[inline(always)]
-    unsafe fn add(a: Self::V, b: Self::V) -> Self::V {
-        unsafe { _mm256_add_epi32(a, b) }
-    }
-    #[inline(always)]
-    unsafe fn store(v: __m256i, out: *mut u8, cols: usize) {
-        unsafe { <Avx2 as Dot>::store(v, out, cols) }
     }
 }
 
@@ -496,16 +465,17 @@ unsafe fn fma_block<F: Fma, W: Weight, const MR: usize, const CHAINS: usize>(b: 
 /// `x`: `m` rows of `x_stride` bytes; `w`: panels of `steps × 2 × LANES × 4` bytes;
 /// `y`: `m × n` 32-bit values.
 #[inline(always)]
-unsafe fn dot_gemm<D: Dot>(x: &[u8], x_stride: usize, w: &[u8], steps: usize, y: *mut u8, m: usize, n: usize) {
+unsafe fn dot_gemm<D: Dot>(x: &[u8], x_stride: usize, w: &[u8], steps: usize, y: &mut [u8], m: usize, n: usize) {
     let nr = 2 * D::LANES;
     let panel = steps * nr * 4;
     assert!(x.len() >= m * x_stride && x_stride >= steps * 4 && w.len() >= n.div_ceil(nr) * panel);
+    assert!(y.len() >= m * n * 4, "y holds m × n 32-bit values");
+    let y = y.as_mut_ptr();
     for (p, col) in (0..n).step_by(nr).enumerate() {
         let mut row = 0;
         while row < m {
             let rows = D::MR.min(m - row);
-            // SAFETY: the assert above and the loop bounds keep the block inside x, w and y
-            // (y is m × n, checked by the public caller).
+            // SAFETY: the asserts above and the loop bounds keep the block inside x, w and y.
             unsafe {
                 let b = Block {
                     x: x.as_ptr().add(row * x_stride),
@@ -553,9 +523,9 @@ unsafe fn fma_gemm<F: Fma, W: Weight>(x: &[f32], k: usize, w: &[W], y: &mut [f32
 macro_rules! dot_entry {
     ($name:ident, $isa:ty, $features:literal) => {
         /// # Safety
-        /// The CPU has the named features; `y` has room for `m × n` 32-bit values.
+        /// The CPU has the named features.
         #[target_feature(enable = $features)]
-        pub unsafe fn $name(x: &[u8], x_stride: usize, w: &[u8], steps: usize, y: *mut u8, m: usize, n: usize) {
+        pub unsafe fn $name(x: &[u8], x_stride: usize, w: &[u8], steps: usize, y: &mut [u8], m: usize, n: usize) {
             unsafe { dot_gemm::<$isa>(x, x_stride, w, steps, y, m, n) }
         }
     };
