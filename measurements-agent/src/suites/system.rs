@@ -135,6 +135,9 @@ fn copies_for(bytes: usize, src: &mut [u8], dst: &mut [u8]) -> usize {
         let start = Instant::now();
         for _ in 0..copies {
             dst.copy_from_slice(black_box(src));
+            // Without this, an optimised build may drop all but the last copy (nothing reads
+            // dst in between), time nothing, and double the count up to 16 GiB a sample.
+            black_box(&mut *dst);
         }
         if start.elapsed() >= MIN_SAMPLE || copies >= 1 << 20 || bytes * copies >= 1 << 34 {
             return copies;
