@@ -8,6 +8,13 @@
 //!   instruction (`vpdpbusd`, `vpmaddubsw` + `vpmaddwd`, `vdpbf16ps`).
 //! - *fma*: each lane holds one column's weight at one k (FP32, or BF16 widened by a shift);
 //!   the input value is broadcast and fused-multiply-added.
+//!
+//! # Safety
+//! Every `unsafe fn` here asks two things of its caller: the instruction set it is written for
+//! is present (each `#[target_feature]` entry point is called only after [`super::Isa`] found
+//! it on this CPU), and each pointer is valid for the bytes it reads or writes (the block
+//! loops in `dot_gemm` and `fma_gemm` keep them inside slices whose lengths they assert). The
+//! one-intrinsic blocks in the trait implementations rely on exactly that and say no more.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
