@@ -228,6 +228,7 @@ test('transport and run pages: a recommendation with its reason, and the run cha
   // The GEMM table: each precision's throughput, its share of the core's measured peak, and
   // ONNX Runtime's figure on the same shape beside it.
   const gemm = page.locator('[data-out=gemm-table]');
+  assert.match(await gemm.locator('[data-chart=gemm] svg').getAttribute('aria-label'), /throughput against batch size/);
   assert.match(await gemm.innerText(), /The core's peak, measured in this run: .*int8_/);
   assert.match(await gemm.locator('table.gemm').innerText(), /64 × 1024 × 1024\s+int8\s+packed, \S+\s+[\d.]+\s+\d+ %\s+[\d.]+×/);
   assert.match(await gemm.locator('table.gemm').innerText(), /ONNX Runtime int8\s+MatMulInteger \S+ 1\.31\.1 \(1 thread\)/);

@@ -289,6 +289,8 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
 /// One row of the GEMM table: a path on a shape, or ONNX Runtime's figure on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GemmRow {
+    pub batch: u64,
+    pub hidden: u64,
     pub shape: String,
     pub path: String,
     pub kernel: String,
@@ -327,6 +329,8 @@ pub fn gemm_rows(ms: &[Measurement]) -> Vec<GemmRow> {
             let Some(m) = index.get(&("gemm_throughput", batch, hidden, path)) else { continue };
             let against = if p(m, "precision") == "int8" { "int8" } else { "fp32" };
             rows.push(GemmRow {
+                batch: b,
+                hidden: h,
                 shape: shape.clone(),
                 path: path.to_string(),
                 kernel: p(m, "kernel"),
@@ -338,6 +342,8 @@ pub fn gemm_rows(ms: &[Measurement]) -> Vec<GemmRow> {
         for precision in ["fp32", "int8"] {
             if let Some(m) = index.get(&(format!("floor_onnxruntime_{precision}").as_str(), batch, hidden, "")) {
                 rows.push(GemmRow {
+                    batch: b,
+                    hidden: h,
                     shape: shape.clone(),
                     path: format!("ONNX Runtime {precision}"),
                     kernel: format!("{} {} (1 thread)", p(m, "op"), p(m, "onnxruntime")),
@@ -351,10 +357,54 @@ pub fn gemm_rows(ms: &[Measurement]) -> Vec<GemmRow> {
     rows
 }
 
+/// Throughput against batch size at the run's largest hidden size, one line per path and one
+/// per ONNX Runtime precision, with the core's INT8 and FP32 peaks as rules.
+pub fn gemm_chart(rows: &[GemmRow], peaks: &[(String, f64)]) -> Option<String> {
+    let hidden = rows.iter().map(|r| r.hidden).max()?;
+    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in rows.iter().filter(|r| r.hidden == hidden && r.ops > 0.0) {
+        let point = (r.batch as f64, r.ops);
+        match lines.iter_mut().find(|(name, _)| *name == r.path) {
+            Some((_, points)) => points.push(point),
+            None => lines.push((r.path.clone(), vec![point])),
+        }
+    }
+    if lines.iter().all(|(_, points)| points.len() < 2) {
+        return None;
+    }
+    let mut chart = LineChart::new(
+        format!("Matrix multiply at hidden {hidden}: throughput against batch size"),
+        "batch size (log)",
+        "operations per second",
+    );
+    chart.x_log = true;
+    chart.x_format = |v| format!("{v:.0}");
+    chart.y_format = |v| format!("{:.0} G", v / 1e9);
+    for (name, mut points) in lines {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart.series.push(Series::new(name, points));
+    }
+    for precision in ["int8", "fp32"] {
+        let best = peaks.iter().filter(|(i, _)| i.starts_with(precision)).map(|(_, v)| *v).fold(0.0, f64::max);
+        if best > 0.0 {
+            chart
+                .y_rules
+                .push(ChartRule { at: best, label: format!("{} peak of this core", precision.to_uppercase()) });
+        }
+    }
+    Some(line_chart(&chart))
+}
+
 /// The GEMM table of a quant run, with what the core's peak and ONNX Runtime mean here.
 #[component]
 fn GemmTable(ms: Vec<Measurement>) -> impl IntoView {
     let rows = gemm_rows(&ms);
+    let peak_values: Vec<(String, f64)> = ms
+        .iter()
+        .filter(|m| m.case == "core_peak" && m.status == MeasurementStatus::Ok)
+        .filter_map(|m| Some((m.parameters.get("instruction")?.clone(), m.stats?.p50)))
+        .collect();
+    let chart = gemm_chart(&rows, &peak_values);
     let peaks: Vec<String> = ms
         .iter()
         .filter(|m| m.case == "core_peak" && m.status == MeasurementStatus::Ok)
@@ -377,6 +427,7 @@ fn GemmTable(ms: Vec<Measurement>) -> impl IntoView {
             <p>{if peaks.is_empty() { "The core's peak was not measured in this run.".to_string() } else { format!("The core's peak, measured in this run: {}.", peaks.join("; ")) }}</p>
             {(!bf16_instructions).then(|| view! { <p data-out="bf16-note">"This CPU has no BF16 instructions: BF16 here is FP32 arithmetic on weights stored in half the bytes, a memory saving, not a speed-up."</p> })}
             {onnxruntime.map(|reason| view! { <p data-out="onnxruntime-missing">{format!("ONNX Runtime was not measured: {reason}")}</p> })}
+            {chart.map(|svg| view! { <div class="chart" data-chart="gemm" inner_html=svg></div> })}
             <div tabindex="0" class="table-wrap">
                 <table class="stack gemm">
                     <thead><tr><th>"Batch × hidden × hidden"</th><th>"Path"</th><th>"Kernel"</th><th>"GOP/s"</th><th>"Of the core's peak"</th><th>"Against ONNX Runtime"</th></tr></thead>
@@ -595,6 +646,13 @@ mod tests {
         assert_eq!((int8.ops, int8.vs_onnxruntime), (400e9, Some(1.04)));
         assert!((int8.of_peak.unwrap() - 400.0 / 470.0).abs() < 1e-12);
         assert_eq!((rows[3].vs_onnxruntime, rows[5].kernel.as_str()), (None, "MatMulInteger u8s8 1.31.1 (1 thread)"));
+        let svg = gemm_chart(&rows, &[("int8_avx512_vnni".into(), 470e9), ("fp32_fma_avx2".into(), 118e9)]).unwrap();
+        for text in
+            ["hidden 512", "int8", "fp32", "ONNX Runtime int8", "INT8 peak of this core", "FP32 peak of this core"]
+        {
+            assert!(svg.contains(text), "{text} in {svg}");
+        }
+        assert!(gemm_chart(&rows[..3], &[]).is_none(), "one batch size is no line");
     }
 
     #[test]
