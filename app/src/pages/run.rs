@@ -399,27 +399,23 @@ pub fn gemm_chart(rows: &[GemmRow], peaks: &[(String, f64)]) -> Option<String> {
 #[component]
 fn GemmTable(ms: Vec<Measurement>) -> impl IntoView {
     let rows = gemm_rows(&ms);
-    let peak_values: Vec<(String, f64)> = ms
+    // The core's peaks, once: by name for the chart's rules, in words for the line above it.
+    let measured_peaks: Vec<(&Measurement, f64)> = ms
         .iter()
         .filter(|m| m.case == "core_peak" && m.status == MeasurementStatus::Ok)
-        .filter_map(|m| Some((m.parameters.get("instruction")?.clone(), m.stats?.p50)))
+        .filter_map(|m| Some((m, m.stats?.p50)))
         .collect();
+    let p = |m: &Measurement, k: &str| m.parameters.get(k).cloned().unwrap_or_default();
+    let peak_values: Vec<(String, f64)> = measured_peaks.iter().map(|(m, v)| (p(m, "instruction"), *v)).collect();
     let chart = gemm_chart(&rows, &peak_values);
-    let peaks: Vec<String> = ms
+    let peaks: Vec<String> = measured_peaks
         .iter()
-        .filter(|m| m.case == "core_peak" && m.status == MeasurementStatus::Ok)
-        .filter_map(|m| {
-            let p = |k: &str| m.parameters.get(k).cloned().unwrap_or_default();
-            Some(format!(
-                "{} {:.0} GOP/s ({} a cycle at {} GHz)",
-                p("instruction"),
-                m.stats?.p50 / 1e9,
-                p("ops_per_cycle"),
-                p("clock_ghz")
-            ))
+        .map(|(m, v)| {
+            let (instruction, per_cycle, ghz) = (p(m, "instruction"), p(m, "ops_per_cycle"), p(m, "clock_ghz"));
+            format!("{instruction} {:.0} GOP/s ({per_cycle} a cycle at {ghz} GHz)", v / 1e9)
         })
         .collect();
-    let bf16_instructions = ms.iter().any(|m| m.parameters.get("instruction").is_some_and(|i| i.starts_with("bf16")));
+    let bf16_instructions = peak_values.iter().any(|(instruction, _)| instruction.starts_with("bf16"));
     let onnxruntime = ms.iter().find(|m| m.case == "floor_onnxruntime").and_then(|m| m.reason.clone());
     view! {
         <section class="card" data-out="gemm-table">

@@ -236,18 +236,18 @@ pub fn gemm_cases(batch: usize, n: usize, cx: &Context, out: &mut Vec<Measuremen
     let p50 = |name: &str| measured.iter().find(|m| m.0 == name).and_then(|m| m.2.stats()).map(|s| s.p50);
     let (library, own) = (p50("fp32_library"), p50("fp32"));
     let shape = [("batch", batch.to_string()), ("hidden", n.to_string()), ("cpu_features", cx.features.to_string())];
+    // ONNX Runtime's seconds for the product on this shape, per precision.
     let anchor = |precision: &str| {
         let a = cx.anchor?;
-        Some((a.find(batch, n, precision)?.kernel_seconds(a.call_overhead_s), a))
+        Some((a.find(batch, n, precision)?, a))
     };
     for precision in ["fp32", "int8"] {
-        if let Some((seconds, a)) = anchor(precision) {
+        if let Some((r, a)) = anchor(precision) {
             let mut p = params(&shape);
             p.insert("onnxruntime".into(), a.version.clone());
             p.insert("call_overhead_s".into(), format!("{:.3e}", a.call_overhead_s));
-            if let Some(r) = a.find(batch, n, precision) {
-                p.insert("op".into(), r.op.clone());
-            }
+            p.insert("op".into(), r.op.clone());
+            let seconds = r.kernel_seconds(a.call_overhead_s);
             push(out, &format!("floor_onnxruntime_{precision}"), Unit::FlopPerSecond, &p, flops / seconds);
         }
     }
@@ -278,7 +278,8 @@ pub fn gemm_cases(batch: usize, n: usize, cx: &Context, out: &mut Vec<Measuremen
         }
         // INT8 against ONNX Runtime's INT8; FP32 and BF16 against its FP32.
         let against = if precision == "int8" { "int8" } else { "fp32" };
-        if let Some((seconds, _)) = anchor(against) {
+        if let Some((r, a)) = anchor(against) {
+            let seconds = r.kernel_seconds(a.call_overhead_s);
             push(out, &format!("gemm_ratio_vs_onnxruntime_{against}"), Unit::Ratio, &p, seconds / stats.p50);
         }
     }

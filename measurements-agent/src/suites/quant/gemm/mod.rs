@@ -64,8 +64,7 @@ impl Isa {
     /// The products this path computes.
     pub fn ops(self) -> &'static [Op] {
         match self {
-            Isa::Portable => &[Op::Int8, Op::Fp32, Op::Bf16Weights],
-            Isa::Avx2 | Isa::Avx512 => &[Op::Int8, Op::Fp32, Op::Bf16Weights],
+            Isa::Portable | Isa::Avx2 | Isa::Avx512 => &[Op::Int8, Op::Fp32, Op::Bf16Weights],
             Isa::AvxVnni | Isa::Vnni256Evex | Isa::Avx512Vnni => &[Op::Int8],
             Isa::Avx512Bf16 => &[Op::Bf16Dot],
         }
@@ -281,18 +280,7 @@ pub fn gemm_f32(x: &[f32], w: &PackedF<f32>, y: &mut [f32]) {
     if !check(x.len(), w.k, w.n, y.len()) {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    #[allow(unsafe_code)]
-    // SAFETY: each path runs only where its features were detected; the kernels check shapes.
-    unsafe {
-        match w.isa {
-            Isa::Avx2 if w.isa.runs_here() => return x86::fma_f32_avx2(x, w.k, &w.data, y, w.n),
-            Isa::Avx512 if w.isa.runs_here() => return x86::fma_f32_avx512(x, w.k, &w.data, y, w.n),
-            _ => {}
-        }
-    }
-    assert_eq!(w.isa, Isa::Portable, "{} does not run on this CPU", w.isa);
-    kernels::gemm_f32(x, &w.data, w.k, y)
+    fma(x, w, y)
 }
 
 /// `y = x · Wᵀ` with BF16 weights: FP32 inputs and accumulation, or for
@@ -313,18 +301,51 @@ pub fn gemm_bf16(x: &[f32], w: &PackedF<u16>, y: &mut [f32]) {
             run_dot(w.isa, staged, kp * 2, data, kp / 2, bytemuck::cast_slice_mut(y), x.len() / k, w.n);
         });
     }
+    fma(x, w, y)
+}
+
+/// A weight type of the FMA family: its kernel per path.
+trait FmaWeight: Sized {
     #[cfg(target_arch = "x86_64")]
-    #[allow(unsafe_code)]
-    // SAFETY: each path runs only where its features were detected; the kernels check shapes.
-    unsafe {
-        match w.isa {
-            Isa::Avx2 if w.isa.runs_here() => return x86::fma_bf16_avx2(x, w.k, &w.data, y, w.n),
-            Isa::Avx512 if w.isa.runs_here() => return x86::fma_bf16_avx512(x, w.k, &w.data, y, w.n),
-            _ => {}
+    const AVX2: x86::FmaEntry<Self>;
+    #[cfg(target_arch = "x86_64")]
+    const AVX512: x86::FmaEntry<Self>;
+    const PORTABLE: fn(&[f32], &[Self], usize, &mut [f32]);
+}
+
+impl FmaWeight for f32 {
+    #[cfg(target_arch = "x86_64")]
+    const AVX2: x86::FmaEntry<f32> = x86::fma_f32_avx2;
+    #[cfg(target_arch = "x86_64")]
+    const AVX512: x86::FmaEntry<f32> = x86::fma_f32_avx512;
+    const PORTABLE: fn(&[f32], &[f32], usize, &mut [f32]) = kernels::gemm_f32;
+}
+
+impl FmaWeight for u16 {
+    #[cfg(target_arch = "x86_64")]
+    const AVX2: x86::FmaEntry<u16> = x86::fma_bf16_avx2;
+    #[cfg(target_arch = "x86_64")]
+    const AVX512: x86::FmaEntry<u16> = x86::fma_bf16_avx512;
+    const PORTABLE: fn(&[f32], &[u16], usize, &mut [f32]) = kernels::gemm_bf16;
+}
+
+/// The FMA family's product on `w`'s path.
+fn fma<T: FmaWeight>(x: &[f32], w: &PackedF<T>, y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let entry = match w.isa {
+            Isa::Avx2 => Some(T::AVX2),
+            Isa::Avx512 => Some(T::AVX512),
+            _ => None,
+        };
+        if let Some(entry) = entry.filter(|_| w.isa.runs_here()) {
+            #[allow(unsafe_code)]
+            // SAFETY: the path's features were detected on this CPU; the kernel checks shapes.
+            return unsafe { entry(x, w.k, &w.data, y, w.n) };
         }
     }
     assert_eq!(w.isa, Isa::Portable, "{} does not run on this CPU", w.isa);
-    kernels::gemm_bf16(x, &w.data, w.k, y)
+    T::PORTABLE(x, &w.data, w.k, y)
 }
 
 /// Whether there is anything to compute, after checking the shapes agree.

@@ -545,6 +545,9 @@ dot_entry!(dot_avxvnni, Vnni256<false>, "avx2,avxvnni");
 dot_entry!(dot_vnni256_evex, Vnni256<true>, "avx2,avx512f,avx512vl,avx512vnni");
 dot_entry!(dot_avx512bf16, Avx512Bf16, "avx512f,avx512bw,avx512bf16");
 
+/// An entry point of the *fma* family for weights of type `W`.
+pub type FmaEntry<W> = unsafe fn(&[f32], usize, &[W], &mut [f32], usize);
+
 /// Defines a `#[target_feature]` entry point for one instruction set and weight type of the
 /// *fma* family.
 macro_rules! fma_entry {
