@@ -118,6 +118,11 @@ struct EndpointArgs {
     /// endpoint (openai-*): prompt length in words, N or MIN-MAX (uniform), from a shipped corpus.
     #[arg(long, default_value = "64-256", value_parser = endpoint::prompts::parse_words, help_heading = "Endpoint")]
     prompt_words: (u32, u32),
+    /// endpoint (kserve-v2): send tensors as JSON, or as raw bytes after a JSON header (the
+    /// binary tensor data extension: Triton, KServe); auto = binary where the server's /v2
+    /// lists binary_tensor_data.
+    #[arg(long, default_value = "auto", value_parser = endpoint::protocol::TensorData::parse, help_heading = "Endpoint")]
+    tensor_data: endpoint::protocol::TensorData,
     /// endpoint: the arrival schedule's random seed (default: a new one, recorded in the run).
     #[arg(long, help_heading = "Endpoint")]
     seed: Option<u64>,
@@ -168,6 +173,13 @@ impl EndpointArgs {
             "--target for {} is the server's base URL, without a query",
             protocol.as_str()
         );
+        anyhow::ensure!(
+            self.tensor_data == endpoint::protocol::TensorData::Auto
+                || protocol == endpoint::protocol::Protocol::KserveV2,
+            "--tensor-data is for kserve-v2 (REST); {} sends {}",
+            protocol.as_str(),
+            if protocol == endpoint::protocol::Protocol::KserveV2Grpc { "raw tensors always" } else { "no tensors" }
+        );
         let slo = self.slo.unwrap_or_default();
         anyhow::ensure!(
             protocol.is_llm() || (slo.ttft.is_none() && slo.itl.is_none()),
@@ -195,6 +207,7 @@ impl EndpointArgs {
                 expect_status: self.expect_status,
                 max_tokens: self.max_tokens,
                 prompt_words: self.prompt_words,
+                tensor_data: self.tensor_data,
             },
             authorization,
             rates: self.rates,

@@ -1,6 +1,7 @@
 //! The endpoint suite, run as the real agent binary against inference servers no one here
-//! wrote: MLServer with its scikit-learn runtime (the Open Inference Protocol over REST) and
-//! GuideLLM's OpenAI-compatible mock server (streamed completions with set latencies). Both are
+//! wrote: MLServer with its scikit-learn runtime (the Open Inference Protocol over REST and
+//! gRPC), KServe's own model server (the protocol's binary tensor data extension over REST) and
+//! GuideLLM's OpenAI-compatible mock server (streamed completions with set latencies). All are
 //! installed by `tools/endpoint-servers/setup.sh` into virtual environments under the target
 //! directory, once. Failure handling runs against a standard-library Python server that
 //! answers 500s and broken streams on purpose.
@@ -97,6 +98,21 @@ fn mlserver_with_grpc(root: &Path) -> (Running, String, String) {
     command.arg("start").arg(root);
     let url = format!("http://127.0.0.1:{http}");
     (start(command, &format!("{url}/v2/models/digits/ready")), url, format!("http://127.0.0.1:{grpc}"))
+}
+
+/// KServe's model server on free ports serving the same classifier (its coefficients); its REST
+/// base URL. With `require_binary` it refuses tensors sent as JSON.
+fn kserve(require_binary: bool) -> (Running, String) {
+    let (http, grpc) = (free_port(), free_port());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/endpoint-servers/kserve_digits.py");
+    let mut command = Command::new(servers().join("kserve/bin/python"));
+    command.arg(script).arg(servers().join("models/digits/weights.npz"));
+    command.args(["--http_port", &http.to_string(), "--grpc_port", &grpc.to_string()]);
+    if require_binary {
+        command.arg("--require-binary");
+    }
+    let url = format!("http://127.0.0.1:{http}");
+    (start(command, &format!("{url}/v2/models/digits/ready")), url)
 }
 
 /// Starts a server quietly and waits until `ready` answers 2xx.
@@ -319,6 +335,48 @@ fn kserve_v2_grpc_against_mlserver_reads_metadata_sends_raw_tensors_and_counts_s
     assert!(errors.iter().all(|m| param(m, "kind").starts_with("grpc_")), "{errors:?}");
     assert!(p(at(&run, "endpoint_latency", 1)).samples > 10, "requests before the unload succeeded");
     assert_eq!(spooled(spool.path()), before + 1);
+}
+
+#[test]
+fn kserve_v2_sends_raw_tensors_to_kserves_server_with_the_binary_extension() {
+    let _one_at_a_time = exclusive();
+    // The server refuses JSON tensors, so a step without errors proves the binary body arrived
+    // and was decoded by KServe's own parser into the model's 64 features.
+    let (_server, url) = kserve(true);
+    let spool = tempfile::tempdir().unwrap();
+    let load = |encoding: &str| {
+        let args = ["run", "endpoint", "--target", &url, "--protocol", "kserve-v2", "--model", "digits"];
+        let more = ["--rates", "20", "--duration", "2s", "--warmup", "1s", "--tensor-data", encoding, "--json"];
+        agent(&args.iter().chain(&more).copied().collect::<Vec<_>>(), spool.path())
+    };
+
+    let out = load("binary");
+    let run = printed_run(&out);
+    let latency = at(&run, "endpoint_latency", 1);
+    assert_eq!(param(latency, "tensor_data"), "binary");
+    assert!(param(latency, "server").contains("kserve"), "{:?}", latency.parameters);
+    assert_eq!(p(at(&run, "endpoint_error_rate", 1)).mean, 0.0, "every binary request answered: {}", text(&out));
+    assert!(p(latency).samples >= 20, "{}", text(&out));
+
+    // JSON tensors reach the same server and are refused, each counted by its status.
+    let out = load("json");
+    let run = printed_run(&out);
+    assert_eq!(param(at(&run, "endpoint_latency", 1), "tensor_data"), "json");
+    assert_eq!(p(at(&run, "endpoint_error_rate", 1)).mean, 1.0, "{}", text(&out));
+    let refused = run.measurements.iter().find(|m| m.case == "endpoint_errors").expect("errors counted");
+    assert_eq!(param(refused, "kind"), "http_400");
+
+    // KServe does not list the extension in /v2, so `auto` sends JSON.
+    let run = printed_run(&load("auto"));
+    assert_eq!(param(at(&run, "endpoint_latency", 1), "tensor_data"), "json");
+
+    // The option is refused where it means nothing, naming itself.
+    let out = agent(
+        &["run", "endpoint", "--target", &url, "--protocol", "http-json", "--rates", "1", "--tensor-data", "binary"],
+        spool.path(),
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--tensor-data is for kserve-v2"), "{}", text(&out));
 }
 
 #[test]

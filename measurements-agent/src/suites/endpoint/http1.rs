@@ -52,7 +52,12 @@ impl Wire {
     /// The client for `url`, or `None` where this client does not apply, and the general client
     /// serves it: not `http`, credentials in the URL (sent as Basic auth by the general client),
     /// a host that does not resolve (the general client then names the problem), or no body.
-    pub async fn new(url: &reqwest::Url, bodies: &[Bytes], authorization: Option<&[u8]>) -> Option<Wire> {
+    pub async fn new(
+        url: &reqwest::Url,
+        bodies: &[Bytes],
+        binary_header: Option<usize>,
+        authorization: Option<&[u8]>,
+    ) -> Option<Wire> {
         if url.scheme() != "http" || bodies.is_empty() || !url.username().is_empty() || url.password().is_some() {
             return None;
         }
@@ -72,7 +77,8 @@ impl Wire {
             target.push('?');
             target.push_str(query);
         }
-        let requests = bodies.iter().map(|body| request(&target, &authority, authorization, body)).collect();
+        let requests =
+            bodies.iter().map(|body| request(&target, &authority, binary_header, authorization, body)).collect();
         Some(Wire { addrs, requests, idle: Mutex::new(Vec::new()) })
     }
 
@@ -129,10 +135,22 @@ impl Wire {
     }
 }
 
-fn request(target: &str, authority: &str, authorization: Option<&[u8]>, body: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(body.len() + 160);
+fn request(
+    target: &str,
+    authority: &str,
+    binary_header: Option<usize>,
+    authorization: Option<&[u8]>,
+    body: &[u8],
+) -> Bytes {
+    let mut out = Vec::with_capacity(body.len() + 200);
     out.extend_from_slice(format!("POST {target} HTTP/1.1\r\nHost: {authority}\r\n").as_bytes());
-    out.extend_from_slice(b"Content-Type: application/json\r\n");
+    match binary_header {
+        Some(length) => out.extend_from_slice(
+            format!("Content-Type: application/octet-stream\r\n{}: {length}\r\n", super::protocol::INFERENCE_HEADER)
+                .as_bytes(),
+        ),
+        None => out.extend_from_slice(b"Content-Type: application/json\r\n"),
+    }
     if let Some(value) = authorization {
         out.extend_from_slice(b"Authorization: ");
         out.extend_from_slice(value);
@@ -496,10 +514,15 @@ mod tests {
 
     #[test]
     fn a_request_is_serialised_once_with_its_headers() {
-        let r = request("/v2/models/m/infer?x=1", "10.0.0.5:8080", Some(b"Bearer s"), b"{}");
+        let r = request("/v2/models/m/infer?x=1", "10.0.0.5:8080", None, Some(b"Bearer s"), b"{}");
         assert_eq!(
             &r[..],
             b"POST /v2/models/m/infer?x=1 HTTP/1.1\r\nHost: 10.0.0.5:8080\r\nContent-Type: application/json\r\nAuthorization: Bearer s\r\nContent-Length: 2\r\n\r\n{}"
+        );
+        let binary = request("/infer", "h", Some(2), None, b"{}\x01\x02");
+        assert_eq!(
+            &binary[..],
+            b"POST /infer HTTP/1.1\r\nHost: h\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: 2\r\nContent-Length: 4\r\n\r\n{}\x01\x02"
         );
     }
 
@@ -532,7 +555,7 @@ mod tests {
                 held
             });
             let url = reqwest::Url::parse(&format!("http://localhost:{port}/infer")).unwrap();
-            let wire = Wire::new(&url, &[Bytes::from_static(b"{}")], None).await.unwrap();
+            let wire = Wire::new(&url, &[Bytes::from_static(b"{}")], None, None).await.unwrap();
             for _ in 0..3 {
                 let sent = tokio::time::timeout(std::time::Duration::from_secs(5), wire.send(0)).await;
                 assert_eq!(sent, Ok(Ok(201)), "a reused bad connection would wait here");
@@ -546,7 +569,7 @@ mod tests {
             };
             assert_eq!(refused.send(0).await, Err(Failure::Connect));
             let https = reqwest::Url::parse("https://127.0.0.1/").unwrap();
-            assert!(Wire::new(&https, &[], None).await.is_none(), "HTTPS stays with the general client");
+            assert!(Wire::new(&https, &[], None, None).await.is_none(), "HTTPS stays with the general client");
         });
     }
 }

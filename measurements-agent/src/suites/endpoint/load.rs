@@ -28,8 +28,8 @@ pub struct Outcome {
     pub offset: f64,
     /// How late the request's task began, after its scheduled send: the client's own delay.
     pub lag: Duration,
-    /// Whether it waited for the in-flight cap.
-    pub capped: bool,
+    /// How long it waited for the in-flight cap, when it did.
+    pub capped: Option<Duration>,
     /// From the scheduled send to the end of the response.
     pub latency: Duration,
     /// When the response ended, in seconds from the step's start.
@@ -81,7 +81,7 @@ pub fn run(load: &Load, offsets: &[f64], max_in_flight: usize) -> anyhow::Result
             slot.unwrap_or_else(|| Outcome {
                 offset,
                 lag: Duration::ZERO,
-                capped: false,
+                capped: None,
                 latency: timeout,
                 finished: offset + timeout.as_secs_f64(),
                 result: Err(Failure::Timeout),
@@ -261,19 +261,24 @@ async fn scheduled_send(
 ) -> Outcome {
     let scheduled = start + Duration::from_secs_f64(offset);
     let began = Instant::now();
-    let mut capped = false;
+    // When it began to wait for the cap, and how long it waited once it had a place.
+    let (mut asked, mut waited) = (None, None);
     let send = async {
         let _permit = match cap.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
-                capped = true;
-                cap.clone().acquire_owned().await.expect("the semaphore is never closed")
+                let since = *asked.insert(Instant::now());
+                let permit = cap.clone().acquire_owned().await.expect("the semaphore is never closed");
+                waited = Some(since.elapsed());
+                permit
             }
         };
         client.send(target, i).await
     };
     let deadline = tokio::time::Instant::from_std(scheduled + timeout);
     let result = tokio::time::timeout_at(deadline, send).await.unwrap_or(Err(Failure::Timeout));
+    // Timed out still waiting: it waited until now.
+    let capped = waited.or_else(|| asked.map(|since| since.elapsed()));
     finish(offset, scheduled, began, start, capped, result)
 }
 
@@ -306,7 +311,7 @@ async fn closed_lane(
                 let result =
                     tokio::time::timeout(timeout, client.send(&target, i)).await.unwrap_or(Err(Failure::Timeout));
                 let offset = began.saturating_duration_since(start).as_secs_f64();
-                outcomes.push(finish(offset, began, began, start, false, result));
+                outcomes.push(finish(offset, began, began, start, None, result));
             }
         });
     }
@@ -325,7 +330,7 @@ fn finish(
     scheduled: Instant,
     began: Instant,
     start: Instant,
-    capped: bool,
+    capped: Option<Duration>,
     result: Result<Option<Tokens>, Failure>,
 ) -> Outcome {
     let done = Instant::now();
@@ -406,6 +411,7 @@ mod tests {
             expect_status: 200,
             max_tokens: 1,
             prompt_words: (1, 1),
+            tensor_data: Default::default(),
         };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let url = format!("http://127.0.0.1:{port}/infer");

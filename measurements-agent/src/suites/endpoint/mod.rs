@@ -7,6 +7,7 @@ mod http1;
 pub mod load;
 pub mod prompts;
 pub mod protocol;
+pub mod tensors;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +32,9 @@ const SATURATED_ACHIEVED: f64 = 0.9;
 const SATURATED_P99: f64 = 10.0;
 /// ...or more than this fraction of its requests fail.
 const SATURATED_ERRORS: f64 = 0.01;
+/// Requests that waited for the in-flight cap and then took this many times the unloaded p50
+/// at the server show the server queueing: the step is saturated, not client-limited.
+const CAPPED_QUEUEING: f64 = 2.0;
 /// A step whose client used more than this share of the node's CPU is not trusted.
 const CLIENT_CPU_LIMIT: f64 = 0.9;
 /// Most steps of a sweep.
@@ -223,15 +227,20 @@ impl Benchmark for EndpointSuite {
         // A few requests one at a time: the target answers, and how long one takes unloaded.
         let probe = probe(&runtime, &client, &target, config.timeout)?;
         progress.line(&format!(
-            "endpoint {public} ({}{}): one request alone takes {:.2} ms",
+            "endpoint {public} ({}{}{}): one request alone takes {:.2} ms",
             config.protocol.as_str(),
             target.model.as_deref().map(|m| format!(", model {}", clean(m))).unwrap_or_default(),
+            if target.binary_header.is_some() { ", binary tensors" } else { "" },
             probe.as_secs_f64() * 1e3
         ));
 
         let mut base = BTreeMap::new();
         base.insert("target".to_string(), public.clone());
         base.insert("protocol".to_string(), config.protocol.as_str().to_string());
+        if config.protocol == Protocol::KserveV2 {
+            let encoding = if target.binary_header.is_some() { "binary" } else { "json" };
+            base.insert("tensor_data".to_string(), encoding.to_string());
+        }
         // A closed loop has no arrival schedule.
         if config.concurrency.is_empty() {
             base.insert("arrivals".to_string(), config.arrivals.label());
@@ -281,7 +290,8 @@ impl Benchmark for EndpointSuite {
                 steps.push(step);
             }
         } else if let Arrivals::Trace(_) = config.arrivals {
-            let step = run_step(0.0, &mut rng)?;
+            let mut step = run_step(0.0, &mut rng)?;
+            step.judge_cap(None);
             report(&step, &steps, progress);
             steps.push(step);
         } else if config.sweep {
@@ -439,6 +449,9 @@ struct Step {
     sent: u64,
     errors: BTreeMap<String, u64>,
     capped: u64,
+    /// The median time at the server of the successful requests that waited for the cap: from
+    /// their send, after the wait, to their answer (seconds).
+    capped_served: Option<f64>,
     cpu: f64,
     client_limited: bool,
     saturated: bool,
@@ -528,12 +541,18 @@ impl Step {
         // Behind schedule now and then (a virtual machine's scheduler wakes a sleeping thread a
         // few milliseconds late at p99 even when idle), or behind all the time, or out of CPU.
         let allowed = max_send_lag.as_nanos() as f64;
-        let capped = measured.iter().filter(|o| o.capped).count() as u64;
+        let capped = measured.iter().filter(|o| o.capped.is_some()).count() as u64;
+        let mut served: Vec<Duration> = measured
+            .iter()
+            .filter(|o| o.result.is_ok())
+            .filter_map(|o| Some(o.latency.saturating_sub(o.lag).saturating_sub(o.capped?)))
+            .collect();
+        served.sort_unstable();
+        let capped_served = served.get(served.len() / 2).map(Duration::as_secs_f64);
+        // Waiting for --max-in-flight is judged with the step's saturation (`judge_cap`).
         let client_limited = lag.value_at_quantile(0.99) as f64 > allowed
             || lag.value_at_quantile(0.5) as f64 > allowed / 10.0
-            || ran.cpu > CLIENT_CPU_LIMIT
-            // Held back by --max-in-flight: the client, not the server, set the pace.
-            || capped as f64 > 0.01 * measured.len() as f64;
+            || ran.cpu > CLIENT_CPU_LIMIT;
         Step {
             rate,
             in_flight: None,
@@ -545,6 +564,7 @@ impl Step {
             sent: measured.len() as u64,
             errors,
             capped,
+            capped_served,
             cpu: ran.cpu,
             client_limited,
             saturated: false,
@@ -562,6 +582,25 @@ impl Step {
         let slow = unloaded.is_some_and(|u| !u.latency.is_empty() && p99(self) > SATURATED_P99 * p99(u));
         self.saturated =
             self.achieved < SATURATED_ACHIEVED * self.offered || slow || self.error_rate() > SATURATED_ERRORS;
+        self.judge_cap(unloaded);
+    }
+
+    /// Over 1 % of the requests waited for `--max-in-flight`. Either the server was queueing
+    /// them (those that got a place still took over [`CAPPED_QUEUEING`] × the unloaded p50 at
+    /// the server): it is saturated, and the cap only kept its backlog at the client, where the
+    /// wait is counted as latency all the same. Or the server answered them about as fast as
+    /// unloaded: then the cap, the client, set the pace, and the step is client-limited. With no
+    /// unloaded step to compare with, it is client-limited.
+    fn judge_cap(&mut self, unloaded: Option<&Step>) {
+        if self.capped as f64 <= 0.01 * self.sent as f64 {
+            return;
+        }
+        let unloaded_p50 =
+            unloaded.filter(|u| !u.latency.is_empty()).map(|u| u.latency.value_at_quantile(0.5) as f64 * 1e-9);
+        match (unloaded_p50, self.capped_served) {
+            (Some(unloaded), Some(served)) if served > CAPPED_QUEUEING * unloaded => self.saturated = true,
+            _ => self.client_limited = true,
+        }
     }
 
     /// A closed-loop step: saturated, besides as [`Step::judge`] says, when it achieved less
@@ -722,7 +761,7 @@ mod tests {
         Outcome {
             offset,
             lag: Duration::from_micros(50),
-            capped: false,
+            capped: None,
             latency: Duration::from_secs_f64(latency),
             finished: offset + latency,
             result,
@@ -748,6 +787,38 @@ mod tests {
         let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
         step.judge(None);
         assert!(step.saturated && step.errors.get("http_503") == Some(&20), "{:?}", step.errors);
+    }
+
+    #[test]
+    fn waiting_for_the_cap_is_saturation_when_the_server_queues_and_the_client_when_it_does_not() {
+        let unloaded = {
+            let outcomes = (0..50).map(|i| outcome(f64::from(i) * 0.1, 0.002, Ok(None))).collect();
+            let ran = load::Ran { outcomes, cpu: 0.01 };
+            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10))
+        };
+        // Every request waited 100 ms for a place; at the server it then took `served`.
+        let capped = |served: f64| {
+            let outcomes = (0..500)
+                .map(|i| {
+                    let mut o = outcome(f64::from(i) * 0.01, 0.1 + served, Ok(None));
+                    o.capped = Some(Duration::from_millis(100));
+                    o
+                })
+                .collect();
+            let ran = load::Ran { outcomes, cpu: 0.05 };
+            let mut step = Step::summarise(100.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+            step.judge(Some(&unloaded));
+            step
+        };
+        let queued = capped(0.5);
+        assert!(queued.saturated && !queued.client_limited, "{}", queued.line());
+        let quick = capped(0.002);
+        assert!(quick.client_limited, "the cap set the pace: {}", quick.line());
+        // Nothing to compare with: not trusted.
+        let mut first = capped(0.5);
+        first.client_limited = false;
+        first.judge_cap(None);
+        assert!(first.client_limited);
     }
 
     #[test]

@@ -54,6 +54,29 @@ impl Protocol {
     }
 }
 
+/// How `kserve-v2` (REST) sends tensors: as JSON numbers, or as raw bytes after a JSON header
+/// (the binary tensor data extension, which Triton and KServe accept and MLServer does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TensorData {
+    /// Binary where the server lists `binary_tensor_data` among its extensions (Triton does;
+    /// KServe accepts it without saying so), else JSON.
+    #[default]
+    Auto,
+    Json,
+    Binary,
+}
+
+impl TensorData {
+    pub fn parse(text: &str) -> Result<TensorData, String> {
+        match text {
+            "auto" => Ok(TensorData::Auto),
+            "json" => Ok(TensorData::Json),
+            "binary" => Ok(TensorData::Binary),
+            other => Err(format!("--tensor-data must be auto, json or binary, not '{other}'")),
+        }
+    }
+}
+
 /// A target ready to load: the URL requests go to, the bodies to send (cycled) and what the
 /// target said about itself.
 #[derive(Clone)]
@@ -62,6 +85,9 @@ pub struct Prepared {
     pub url: String,
     pub bodies: Vec<Bytes>,
     pub expect_status: u16,
+    /// Set when the bodies are framed by the binary tensor data extension: the length of each
+    /// body's JSON header (`kserve-v2` sends one body).
+    pub binary_header: Option<usize>,
     /// The model's name and version as the server reported them, where it did.
     pub model: Option<String>,
     pub model_version: Option<String>,
@@ -91,6 +117,7 @@ impl Prepared {
             url: self.url.clone(),
             bodies: self.bodies.clone(),
             expect_status: self.expect_status,
+            binary_header: self.binary_header,
             model: self.model.clone(),
             model_version: self.model_version.clone(),
             server: self.server.clone(),
@@ -229,8 +256,14 @@ impl Client {
         })
     }
 
-    fn post(&self, url: reqwest::Url, body: Bytes) -> reqwest::RequestBuilder {
-        let mut request = self.http.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
+    fn post(&self, url: reqwest::Url, body: Bytes, binary_header: Option<usize>) -> reqwest::RequestBuilder {
+        let mut request = self.http.post(url).body(body);
+        request = match binary_header {
+            Some(length) => request
+                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                .header(INFERENCE_HEADER, length),
+            None => request.header(reqwest::header::CONTENT_TYPE, "application/json"),
+        };
         if let Some(value) = &self.authorization {
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
@@ -273,8 +306,9 @@ impl Client {
         }
         let url = target.parsed_url().ok()?;
         let authorization = self.authorization.as_ref().map(|v| v.as_bytes());
-        let made =
-            target.wire.get_or_init(|| async { Wire::new(url, &target.bodies, authorization).await.map(Arc::new) });
+        let made = target.wire.get_or_init(|| async {
+            Wire::new(url, &target.bodies, target.binary_header, authorization).await.map(Arc::new)
+        });
         made.await.as_ref()
     }
 
@@ -292,7 +326,8 @@ impl Client {
         }
         // The caller bounds the request's time (the load loops by their timeouts), so no
         // timer is armed here per request.
-        let response = self.post(url.clone(), body()).send().await.map_err(|e| Failure::of(&e))?;
+        let response =
+            self.post(url.clone(), body(), target.binary_header).send().await.map_err(|e| Failure::of(&e))?;
         let status = response.status().as_u16();
         if !target.protocol.is_llm() {
             // Read the whole answer (the service's work includes sending it), keeping none of it.
@@ -318,6 +353,9 @@ fn general(timeout: Duration, pool: usize) -> reqwest::Result<reqwest::Client> {
         .http1_only()
         .build()
 }
+
+/// The binary tensor data extension's header: the length of the body's JSON part.
+pub const INFERENCE_HEADER: &str = "Inference-Header-Content-Length";
 
 /// Content events accepted in one completion (a million tokens): a stream longer than that is
 /// not a completion.
@@ -436,6 +474,8 @@ pub struct TargetOptions {
     pub max_tokens: u32,
     /// Prompt length in words: each prompt is drawn uniformly from this range.
     pub prompt_words: (u32, u32),
+    /// kserve-v2: JSON or binary tensors.
+    pub tensor_data: TensorData,
 }
 
 /// Reads what the target says about itself and builds the request bodies. Fails, naming the
@@ -452,6 +492,7 @@ pub async fn prepare(
         url: base.to_string(),
         bodies: Vec::new(),
         expect_status: options.expect_status,
+        binary_header: None,
         model: options.model.clone(),
         model_version: options.model_version.clone(),
         server: None,
@@ -470,20 +511,41 @@ pub async fn prepare(
                 Some(v) => format!("/v2/models/{}/versions/{}", segment(&name), segment(v)),
                 None => format!("/v2/models/{}", segment(&name)),
             };
+            let mut lists_binary = false;
             if let Ok(server) = client.get_json(&format!("{base}/v2")).await {
                 let s = |k: &str| server.get(k).and_then(Value::as_str).unwrap_or("").to_string();
                 prepared.server = Some(format!("{} {}", s("name"), s("version")).trim().to_string());
+                lists_binary = server
+                    .get("extensions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| e.iter().any(|e| e.as_str() == Some("binary_tensor_data")));
             }
             let metadata = client.get_json(&format!("{base}{path}")).await?;
             prepared.model = metadata.get("name").and_then(Value::as_str).map(str::to_string).or(Some(name));
             if prepared.model_version.is_none() {
                 prepared.model_version = metadata.pointer("/versions/0").and_then(Value::as_str).map(str::to_string);
             }
-            let body = match &options.input {
-                Some(body) => body.clone(),
-                None => v2_request(&metadata)?.to_string().into_bytes(),
+            let binary = match options.tensor_data {
+                TensorData::Auto => lists_binary,
+                TensorData::Json => false,
+                TensorData::Binary => true,
             };
-            prepared.bodies.push(Bytes::from(body));
+            let body = match (&options.input, binary) {
+                (Some(body), false) => Bytes::from(body.clone()),
+                (None, false) => Bytes::from(v2_request(&metadata)?.to_string()),
+                (input, true) => {
+                    let request = match input {
+                        Some(body) => {
+                            serde_json::from_slice(body).context("--input is not a V2 inference request in JSON")?
+                        }
+                        None => v2_request(&metadata)?,
+                    };
+                    let (body, json_length) = super::tensors::binary_body(&request)?;
+                    prepared.binary_header = Some(json_length);
+                    body
+                }
+            };
+            prepared.bodies.push(body);
             prepared.url = format!("{base}{path}/infer");
         }
         Protocol::KserveV2Grpc => {
@@ -612,6 +674,7 @@ mod tests {
             url: "http://user:hunter2@10.0.0.5:8080/infer?api_key=sk-secret".into(),
             bodies: vec![Bytes::from_static(b"{\"token\": \"body-secret\"}")],
             expect_status: 200,
+            binary_header: None,
             model: None,
             model_version: None,
             server: None,
