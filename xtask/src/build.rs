@@ -51,14 +51,12 @@ impl Build {
         if dist.exists() {
             std::fs::remove_dir_all(&dist).with_context(|| format!("cannot empty {}", dist.display()))?;
         }
-        let (bin, pkg) = (dist.join("bin"), dist.join("site").join("pkg"));
+        let bin = dist.join("bin");
         std::fs::create_dir_all(&bin)?;
-        std::fs::create_dir_all(&pkg)?;
         for binary in [&built.server, &built.agent] {
             std::fs::copy(binary, bin.join(binary.file_name().context("a binary has no name")?))?;
         }
-        std::fs::copy(built.site_root.join(BUNDLE_MANIFEST), dist.join("site").join(BUNDLE_MANIFEST))?;
-        copy_tree(&built.site_root.join("pkg"), &pkg)?;
+        copy_site(&built.site_root, &dist.join("site"))?;
         for binary in [&built.server, &built.agent] {
             write_docs(binary, &dist.join("share"))?;
         }
@@ -356,6 +354,15 @@ fn print_sizes(pkg: &Path, files: &[String]) -> anyhow::Result<()> {
         eprintln!("{file:<34} {raw:>10} {gz:>10} {br:>10}");
     }
     Ok(())
+}
+
+/// The site as the server reads it (`bundle.json` and `pkg/`), copied from `site_root` to `to`.
+pub fn copy_site(site_root: &Path, to: &Path) -> anyhow::Result<()> {
+    let pkg = to.join("pkg");
+    std::fs::create_dir_all(&pkg)?;
+    std::fs::copy(site_root.join(BUNDLE_MANIFEST), to.join(BUNDLE_MANIFEST))
+        .with_context(|| format!("{} has no {BUNDLE_MANIFEST}: build the release bundle", site_root.display()))?;
+    copy_tree(&site_root.join("pkg"), &pkg)
 }
 
 /// Commands (and the Debian package with each) the build runs; installed with apt when

@@ -5,9 +5,11 @@
 //! - `cargo xtask test`: build everything and run every test (Rust, wasm build, browser).
 //! - `cargo xtask build`: only the build step of `run`.
 //! - `cargo xtask dist`: what ships, in `target/dist`: release binaries and the release bundle.
+//! - `cargo xtask image [--dev]`: the server and agent container images, built with podman.
 //! - `cargo xtask bench-wasm`: time the planning model compiled to wasm32, in Node's V8.
 
 mod build;
+mod image;
 mod run;
 mod test;
 
@@ -20,10 +22,11 @@ fn main() -> ExitCode {
         Some("test") => test::test(&args[1..]),
         Some("build") => build::Build::new().and_then(|b| b.all(false).map(|_| ())),
         Some("dist") => build::Build::new().and_then(|b| b.dist()),
+        Some("image") => image::image(&args[1..]),
         Some("bench-wasm") => build::Build::new().and_then(|b| b.bench_wasm()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build | dist | bench-wasm>"
+                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build | dist | image [--dev] | bench-wasm>"
             );
             return ExitCode::from(2);
         }

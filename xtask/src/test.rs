@@ -59,6 +59,9 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
     let minutes = std::env::var("HEADROOM_TEST_LIMIT_MIN").ok().and_then(|m| m.parse().ok()).unwrap_or(45);
     step_within("running the Rust tests", &mut cargo, std::time::Duration::from_secs(minutes * 60))?;
     browser_tests(&build.root, &build.target, &built)?;
+    // The images as `cargo xtask image` builds them (from these dev binaries), run with podman.
+    eprintln!("==> container images: building them and starting the server's on loopback");
+    crate::image::smoke_test(&build, &built)?;
     Ok(())
 }
 
