@@ -1,7 +1,7 @@
 //! Prints the queueing model's check against an endpoint run: each step's measured p50/p99
 //! beside M/G/c's at the offered rate (closed-loop steps: the closed-loop model's at their
 //! requests in flight), and the calibration, once for each way of fitting the
-//! service time's variation (the histogram's two moments, the product's default, and the tail).
+//! service time's variation (the histogram's two moments, and the tail, the product's default).
 //!
 //! `measurements-agent run endpoint … --json > run.json; cargo run -p model --example endpoint_check -- run.json`
 

@@ -41,7 +41,7 @@ pub fn image(args: &[String]) -> anyhow::Result<()> {
         images.push(image);
     }
     if check {
-        check_images(&build, &images[0], &images[1])?;
+        check_images(&images[0], &images[1])?;
     }
     Ok(())
 }
@@ -78,10 +78,15 @@ pub fn build_image(build: &Build, built: &Built, name: &str, tag: &str) -> anyho
         // `serve` looks for `site` beside the binary's folder: /usr/local/site.
         crate::build::copy_site(&built.site_root, &rootfs.join("usr/local/site"))?;
     }
-    // The data directory and the spool are volumes; a read-only root needs their mount points.
-    for dir in ["data", "spool", "tmp"] {
-        std::fs::create_dir_all(rootfs.join(dir))?;
+    // The data directory and the spool are volumes, whose mount points the image's user owns
+    // (copied with --chown by the Containerfile), so a fresh volume starts writable; /tmp is
+    // world-writable and sticky, for a deployment that mounts a tmpfs there or none.
+    for dir in ["data", "spool"] {
+        std::fs::create_dir_all(context.join("writable").join(dir))?;
     }
+    let tmp = rootfs.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o1777))?;
     let containerfile = build.root.join("deploy/container").join(format!("{name}.Containerfile"));
     let image = format!("localhost/{name}:{tag}");
     step(
@@ -164,61 +169,73 @@ impl Podman {
 
     /// `podman run` with these flags and `args`.
     fn run(&self, args: &[&str]) -> Command {
+        let mut command = self.command(&["run"]);
+        command.args(&self.run).args(args);
+        command
+    }
+
+    /// Any other podman command, with the same global flags.
+    fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new("podman");
-        command.args(&self.global).arg("run").args(&self.run).args(args);
+        command.args(&self.global).args(args);
         command
     }
 }
 
+/// A container removed (with its anonymous volumes) however the test ends.
+struct Started<'a> {
+    podman: &'a Podman,
+    name: String,
+}
+
+impl Drop for Started<'_> {
+    fn drop(&mut self) {
+        let _ = self.podman.command(&["rm", "--force", "--volumes", "--time", "5", &self.name]).output();
+    }
+}
+
 /// The smoke test: the server image on loopback, as its non-root user on a read-only root with
-/// its data on a volume, answers `/readyz` with 200 and finds its browser bundle; the agent
-/// image prints its version.
+/// its data on the image's own volume, answers `/readyz` with 200 and finds its browser bundle;
+/// the agent image prints its version.
 pub fn smoke_test(build: &Build, built: &Built) -> anyhow::Result<()> {
     let server = build_image(build, built, IMAGES[0], "test")?;
     let agent = build_image(build, built, IMAGES[1], "test")?;
-    check_images(build, &server, &agent)
+    check_images(&server, &agent)
 }
 
-fn check_images(build: &Build, server: &str, agent: &str) -> anyhow::Result<()> {
+fn check_images(server: &str, agent: &str) -> anyhow::Result<()> {
     let podman = Podman::for_image(agent)?;
     for image in [server, agent] {
         let user = output(Command::new("podman").args(["image", "inspect", "--format", "{{.Config.User}}", image]))?;
         let user = user.trim();
-        if user.is_empty() || user == "root" || user.split(':').next() == Some("0") {
+        if user.is_empty() || matches!(user.split(':').next(), Some("0" | "root")) {
             bail!("{image} runs as root ({user:?}): its Containerfile must name a non-root USER");
         }
     }
     let version = output(&mut podman.run(&["--rm", "--network", "none", "--read-only", agent, "--version"]))?;
     eprintln!("==> {agent} runs: {}", version.trim());
 
-    // A volume podman hands to the image's user (`:U`), as a deployment mounts one.
-    let data = build.target.join("image").join("smoke-data");
-    if data.exists() {
-        // Owned by the container's user after an earlier run: podman takes it back with `:U`.
-        std::fs::remove_dir_all(&data).with_context(|| format!("cannot empty {}", data.display()))?;
-    }
-    std::fs::create_dir_all(&data)?;
-    let volume = format!("{}:/data:U", data.display());
+    // As a plain `podman run` starts it: /data on a fresh anonymous volume (the image's
+    // VOLUME), and nothing else writable, not even the tmpfs podman puts on /tmp by default.
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let name = format!("headroom-smoke-{}", std::process::id());
     let listen = format!("HEADROOM_LISTEN=127.0.0.1:{port}");
     output(&mut podman.run(&[
         "--detach",
-        "--rm",
         "--name",
         &name,
         "--network",
         "host",
         "--read-only",
-        "--volume",
-        &volume,
+        "--read-only-tmpfs=false",
         "--env",
         &listen,
         server,
     ]))?;
+    let started = Started { podman: &podman, name: name.clone() };
     let answer = wait_ready(port, Duration::from_secs(60));
-    let logs = output(Command::new("podman").args(["logs", &name])).unwrap_or_default();
-    let _ = Command::new("podman").args(["stop", "--time", "5", &name]).output();
+    let logs = output(&mut podman.command(&["logs", &name])).unwrap_or_default();
+    drop(started);
     match answer {
         Ok(200) if logs.contains("no browser bundle found") => {
             bail!("{server} is ready but has no browser bundle; its log:\n{logs}")

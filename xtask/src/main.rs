@@ -5,7 +5,8 @@
 //! - `cargo xtask test`: build everything and run every test (Rust, wasm build, browser).
 //! - `cargo xtask build`: only the build step of `run`.
 //! - `cargo xtask dist`: what ships, in `target/dist`: release binaries and the release bundle.
-//! - `cargo xtask image [--dev]`: the server and agent container images, built with podman.
+//! - `cargo xtask image [--dev] [--check]`: the server and agent container images, built with
+//!   podman; `--check` runs them as `cargo xtask test` does.
 //! - `cargo xtask bench-wasm`: time the planning model compiled to wasm32, in Node's V8.
 
 mod build;
@@ -26,7 +27,7 @@ fn main() -> ExitCode {
         Some("bench-wasm") => build::Build::new().and_then(|b| b.bench_wasm()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build | dist | image [--dev] | bench-wasm>"
+                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build | dist | image [--dev] [--check] | bench-wasm>"
             );
             return ExitCode::from(2);
         }

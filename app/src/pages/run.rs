@@ -239,10 +239,14 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
         ("Offered", "Open loop: requests were sent on a schedule, latency timed from the scheduled send.")
     };
     let chart = endpoint_chart(&check);
+    let variation = match c.fit {
+        endpoint::Fit::Tail => format!("fitted to that step's p99; its histogram's is {:.2}", c.measured_cv),
+        endpoint::Fit::Moments => "its histogram's".to_string(),
+    };
     view! {
         <section class="card" data-out="endpoint-check">
             <h2>"Your service under load"</h2>
-            <p>{format!("Service time {} (coefficient of variation {:.2}, from step {}); concurrency {}.", seconds(c.service_mean), c.service_cv, c.base_step, concurrency)}</p>
+            <p>{format!("Service time {} (coefficient of variation {:.2}, {}, from step {}); concurrency {}.", seconds(c.service_mean), c.service_cv, variation, c.base_step, concurrency)}</p>
             <p>{how}</p>
             <p data-out="model-error">{error}</p>
             {chart.map(|svg| view! { <div class="chart" data-chart="endpoint" inner_html=svg></div> })}

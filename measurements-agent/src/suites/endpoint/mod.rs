@@ -590,9 +590,15 @@ impl Step {
     /// the server): it is saturated, and the cap only kept its backlog at the client, where the
     /// wait is counted as latency all the same. Or the server answered them about as fast as
     /// unloaded: then the cap, the client, set the pace, and the step is client-limited. With no
-    /// unloaded step to compare with, it is client-limited.
+    /// unloaded step to compare with, it is client-limited; so is an LLM step, since a server
+    /// that batches what is in flight takes longer per request with more of them while it
+    /// still has room for more, and only a higher cap would tell.
     fn judge_cap(&mut self, unloaded: Option<&Step>) {
         if self.capped as f64 <= 0.01 * self.sent as f64 {
+            return;
+        }
+        if self.llm.is_some() {
+            self.client_limited = true;
             return;
         }
         let unloaded_p50 =
@@ -643,6 +649,12 @@ impl Step {
         }
         if self.client_limited {
             line.push_str(" — CLIENT-LIMITED (not trusted)");
+        }
+        if self.capped as f64 > 0.01 * self.sent as f64 {
+            line.push_str(&format!(
+                " — {} requests waited for --max-in-flight (a server that batches may take more)",
+                self.capped
+            ));
         }
         line
     }

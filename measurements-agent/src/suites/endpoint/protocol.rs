@@ -526,7 +526,8 @@ pub async fn prepare(
                 prepared.model_version = metadata.pointer("/versions/0").and_then(Value::as_str).map(str::to_string);
             }
             let binary = match options.tensor_data {
-                TensorData::Auto => lists_binary,
+                // A body of the user's own goes as given unless binary is asked for.
+                TensorData::Auto => lists_binary && options.input.is_none(),
                 TensorData::Json => false,
                 TensorData::Binary => true,
             };
@@ -535,9 +536,7 @@ pub async fn prepare(
                 (None, false) => Bytes::from(v2_request(&metadata)?.to_string()),
                 (input, true) => {
                     let request = match input {
-                        Some(body) => {
-                            serde_json::from_slice(body).context("--input is not a V2 inference request in JSON")?
-                        }
+                        Some(body) => parsed_input(body)?,
                         None => v2_request(&metadata)?,
                     };
                     let (body, json_length) = super::tensors::binary_body(&request)?;
@@ -566,7 +565,7 @@ pub async fn prepare(
                 prepared.model_version = metadata.pointer("/versions/0").and_then(Value::as_str).map(str::to_string);
             }
             let request = match &options.input {
-                Some(body) => serde_json::from_slice(body).context("--input is not a V2 inference request in JSON")?,
+                Some(body) => parsed_input(body)?,
                 None => v2_request(&metadata)?,
             };
             let model = prepared.model.as_deref().unwrap_or_default();
@@ -611,6 +610,19 @@ pub async fn prepare(
         }
     }
     Ok(prepared)
+}
+
+/// The most of `--input` re-encoded as raw tensors (gRPC, or REST's binary extension): parsed
+/// into JSON values first, a body takes about twenty times its size in memory.
+const MAX_REENCODED_INPUT: usize = 16 << 20;
+
+/// `--input` as a V2 inference request, to be sent as raw tensors.
+fn parsed_input(body: &[u8]) -> anyhow::Result<Value> {
+    anyhow::ensure!(
+        body.len() <= MAX_REENCODED_INPUT,
+        "--input is over 16 MiB: send it as JSON over REST (kserve-v2 with --tensor-data json), or make it smaller"
+    );
+    serde_json::from_slice(body).context("--input is not a V2 inference request in JSON")
 }
 
 /// A path segment with the characters a model name may hold percent-encoded.

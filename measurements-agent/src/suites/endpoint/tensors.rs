@@ -31,7 +31,7 @@ pub fn raw_tensors(v2: &Value) -> anyhow::Result<Vec<RawTensor>> {
         let shape: Vec<i64> = field("shape")?
             .as_array()
             .and_then(|dims| dims.iter().map(|d| d.as_i64().filter(|d| *d >= 0)).collect())
-            .with_context(|| format!("input '{name}': shape is not a list of sizes"))?;
+            .with_context(|| format!("input '{shown}': shape is not a list of sizes"))?;
         let mut elements = Vec::new();
         flatten(field("data")?, &mut elements);
         let count = shape.iter().try_fold(1i64, |n, d| n.checked_mul(*d));
@@ -51,15 +51,20 @@ pub fn raw_tensors(v2: &Value) -> anyhow::Result<Vec<RawTensor>> {
 
 /// The request as the REST binary tensor data extension frames it: the body, and the length of
 /// its JSON header. Every input's data goes as raw bytes after the header; the request's own
-/// `id`, `parameters` and `outputs` are kept, and outputs are asked for in binary too
-/// (`binary_data_output`), as Triton's clients ask.
+/// `id`, `parameters` and `outputs` and each input's `parameters` are kept, and outputs are
+/// asked for in binary too (`binary_data_output`, unless the request says otherwise), as
+/// Triton's clients ask.
 pub fn binary_body(v2: &Value) -> anyhow::Result<(Bytes, usize)> {
     let tensors = raw_tensors(v2)?;
+    let given = v2.get("inputs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let inputs: Vec<Value> = tensors
         .iter()
-        .map(|t| {
-            json!({"name": t.name, "shape": t.shape, "datatype": t.datatype,
-                   "parameters": {"binary_data_size": t.raw.len()}})
+        .zip(given)
+        .map(|(t, input)| {
+            // The input's own parameters (a content_type, say) are kept beside the size.
+            let mut parameters = input.get("parameters").filter(|p| p.is_object()).cloned().unwrap_or(json!({}));
+            parameters["binary_data_size"] = json!(t.raw.len());
+            json!({"name": t.name, "shape": t.shape, "datatype": t.datatype, "parameters": parameters})
         })
         .collect();
     let mut header = json!({ "inputs": inputs });
@@ -69,7 +74,9 @@ pub fn binary_body(v2: &Value) -> anyhow::Result<(Bytes, usize)> {
         }
     }
     let mut parameters = v2.get("parameters").filter(|p| p.is_object()).cloned().unwrap_or_else(|| json!({}));
-    parameters["binary_data_output"] = json!(true);
+    if parameters.get("binary_data_output").is_none() {
+        parameters["binary_data_output"] = json!(true);
+    }
     header["parameters"] = parameters;
     let header = header.to_string().into_bytes();
     let json_length = header.len();
@@ -163,7 +170,7 @@ mod tests {
     #[test]
     fn a_binary_body_is_a_json_header_then_each_tensor_in_order() {
         let v2 = json!({"id": "r1", "outputs": [{"name": "predict"}], "inputs": [
-            {"name": "a", "shape": [2], "datatype": "INT16", "data": [1, -1]},
+            {"name": "a", "shape": [2], "datatype": "INT16", "data": [1, -1], "parameters": {"content_type": "np"}},
             {"name": "b", "shape": [1, 1], "datatype": "FP64", "data": [[0.5]]},
         ]});
         let (body, json_length) = binary_body(&v2).unwrap();
@@ -172,6 +179,7 @@ mod tests {
         assert_eq!(header["outputs"][0]["name"], "predict");
         assert_eq!(header["parameters"]["binary_data_output"], true);
         assert_eq!(header["inputs"][0]["parameters"]["binary_data_size"], 4);
+        assert_eq!(header["inputs"][0]["parameters"]["content_type"], "np", "the input's own parameters stay");
         assert_eq!(header["inputs"][1]["parameters"]["binary_data_size"], 8);
         assert_eq!(header["inputs"][1]["shape"], json!([1, 1]));
         assert!(header["inputs"][0].get("data").is_none(), "the data goes after the header, not in it");
