@@ -110,3 +110,24 @@ test('planner: your service fills throughput, concurrency and variation, and the
   assert.deepEqual(problems, []);
   await context.close();
 });
+
+test('run page: the load test beside the model, with how it was calibrated and its measured error', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/right-sizing');
+  await hydrated(page);
+  const run = await pickDigits(page);
+  await page.goto(`${env.base}/runs/${run}`);
+  const check = page.locator('section[data-out=endpoint-check]');
+  await check.waitFor();
+  const text = await check.innerText();
+  assert.match(text, /Your service under load/);
+  // The default fit is the tail's, and the page says so beside the histogram's own variation.
+  assert.match(text, /coefficient of variation \d+\.\d\d, fitted to that step's p99; its histogram's is \d+\.\d\d, from step \d\)/);
+  // Four steps well below capacity: three besides the calibration step count toward the error.
+  assert.match(await page.locator('[data-out=model-error]').innerText(), /off by \d+ % on average over the [1-3] steps below 80 % utilisation/);
+  assert.equal(await page.locator('table.endpoint-steps tbody tr').count(), 4, 'a row per step');
+  assert.equal(await page.locator('[data-chart=endpoint] svg').count(), 1, 'the chart of measurement against model');
+  await review(page, 'run-endpoint-1280');
+  assert.deepEqual(problems, []);
+  await context.close();
+});

@@ -290,10 +290,12 @@ fn draw_lines(
     for rule in &chart.x_rules {
         if let Some(x) = fx(rule.at) {
             c.draw_series(DashedLineSeries::new([(x, yr.0), (x, yr.1)], 6, 4, GREY.stroke_width(2)))?;
+            // A rule in the right half is labelled to its left, so the label stays in the plot.
+            let side = if x > xr.0 + (xr.1 - xr.0) * 0.5 { HPos::Right } else { HPos::Left };
             c.draw_series(std::iter::once(Text::new(
                 rule.label.clone(),
                 (x, yr.1 - (yr.1 - yr.0) * 0.04),
-                (FONT, 13).into_font().color(&BLACK),
+                (FONT, 13).into_font().color(&BLACK).pos(Pos::new(side, VPos::Top)),
             )))?;
         }
     }
