@@ -361,6 +361,7 @@ fn kserve_v2_sends_raw_tensors_to_kserves_server_with_the_binary_extension() {
     // JSON tensors reach the same server and are refused, each counted by its status.
     let out = load("json");
     let run = printed_run(&out);
+    assert!(text(&out).contains("every probe request failed (http_400 × 13)"), "the probe says why: {}", text(&out));
     assert_eq!(param(at(&run, "endpoint_latency", 1), "tensor_data"), "json");
     assert_eq!(p(at(&run, "endpoint_error_rate", 1)).mean, 1.0, "{}", text(&out));
     let refused = run.measurements.iter().find(|m| m.case == "endpoint_errors").expect("errors counted");
