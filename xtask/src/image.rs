@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::build::{Build, Built, apt_install, step};
+use crate::build::{Build, Built, step};
 
 /// The images, each named after the binary it holds: the server's first.
 const IMAGES: [&str; 2] = ["headroom-server", "measurements-agent"];
@@ -120,14 +120,10 @@ fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(libraries)
 }
 
-/// podman and objcopy, installed with apt when missing.
+/// podman, objcopy and runc (the fallback runtime, see `Podman`), installed with apt when
+/// missing.
 fn ensure_podman() -> anyhow::Result<()> {
-    crate::build::ensure_commands(&[("podman", "podman"), ("objcopy", "binutils")])?;
-    // runc: the fallback runtime (see `Podman`).
-    if Command::new("sh").args(["-c", "command -v runc"]).output().is_ok_and(|o| !o.status.success()) {
-        apt_install(&["runc"], "runc, podman's fallback runtime")?;
-    }
-    Ok(())
+    crate::build::ensure_commands(&[("podman", "podman"), ("objcopy", "binutils"), ("runc", "runc")])
 }
 
 /// How podman runs a container on this machine. Some virtual machines (this project's CI among

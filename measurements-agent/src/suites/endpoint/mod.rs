@@ -588,6 +588,11 @@ impl Step {
         self.judge_cap(unloaded);
     }
 
+    /// Whether over 1 % of the requests waited for `--max-in-flight`.
+    fn waited_for_cap(&self) -> bool {
+        self.capped as f64 > 0.01 * self.sent as f64
+    }
+
     /// Over 1 % of the requests waited for `--max-in-flight`. Either the server was queueing
     /// them (those that got a place still took over [`CAPPED_QUEUEING`] × the unloaded p50 at
     /// the server): it is saturated, and the cap only kept its backlog at the client, where the
@@ -597,7 +602,7 @@ impl Step {
     /// that batches what is in flight takes longer per request with more of them while it
     /// still has room for more, and only a higher cap would tell.
     fn judge_cap(&mut self, unloaded: Option<&Step>) {
-        if self.capped as f64 <= 0.01 * self.sent as f64 {
+        if !self.waited_for_cap() {
             return;
         }
         if self.llm.is_some() {
@@ -653,7 +658,7 @@ impl Step {
         if self.client_limited {
             line.push_str(" — CLIENT-LIMITED (not trusted)");
         }
-        if self.capped as f64 > 0.01 * self.sent as f64 {
+        if self.waited_for_cap() {
             line.push_str(&format!(
                 " — {} requests waited for --max-in-flight (a server that batches may take more)",
                 self.capped
