@@ -179,6 +179,18 @@ async fn serve(
         None => std::env::current_exe()?.parent().and_then(|p| p.parent()).map(|p| p.join("site")).unwrap_or_default(),
     };
     let backend = store.database().name();
+    // Runs stored before their suites had digests, or under an older reading of runs, are
+    // read right meanwhile (computed per page); this stores them for good, in the background.
+    let backfill = store.clone();
+    tokio::spawn(async move {
+        match backfill.refresh_digests().await {
+            Ok(0) => {}
+            Ok(rewritten) => tracing::info!(rewritten, "stored the digests of older runs"),
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "could not store the digests of older runs; pages compute them as they read")
+            }
+        }
+    });
     let mut state = AppState::new(store.clone(), &site_root);
     if !site_root.join("pkg").join(format!("{}.js", state.leptos.output_name)).exists() {
         tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`, or `cargo xtask dist` for the release bundle)");

@@ -281,3 +281,208 @@ async fn concurrent_demotions_always_leave_an_admin() {
     })
     .await;
 }
+
+/// A run of `node` with a quantization and a transport suite the pages read: FP32 and INT8
+/// latencies at two batch sizes, an FP32 throughput, and closed-loop HTTP round trips with
+/// their CPU cost at two payloads.
+fn fleet_run(node: &str, started_at_ms: i64, scale: f64) -> model::RunUpload {
+    use model::{Measurement, MeasurementStatus, Unit};
+    use std::collections::BTreeMap;
+    let m = |suite: Suite, case: &str, params: &[(&str, &str)], value: f64| Measurement {
+        suite,
+        case: case.into(),
+        parameters: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        unit: Unit::Seconds,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(common::stats(value)),
+        floor: None,
+        histogram: None,
+    };
+    let mut run = sample_run(node);
+    run.started_at_ms = started_at_ms;
+    run.finished_at_ms = started_at_ms + 5_000;
+    for batch in ["1", "8"] {
+        let b: f64 = batch.parse().unwrap();
+        run.measurements.push(m(
+            Suite::Quant,
+            "mlp_latency",
+            &[("variant", "fp32"), ("precision", "fp32"), ("batch", batch)],
+            1e-4 * b * scale,
+        ));
+        run.measurements.push(m(
+            Suite::Quant,
+            "mlp_latency",
+            &[("variant", "int8"), ("precision", "int8"), ("batch", batch)],
+            4e-5 * b * scale,
+        ));
+    }
+    run.measurements.push(m(Suite::Quant, "mlp_accuracy_delta", &[("variant", "int8")], -0.002));
+    run.measurements.push(m(Suite::Quant, "mlp_throughput", &[("variant", "fp32"), ("batch", "8")], 8e4 / scale));
+    for payload in ["1024", "65536"] {
+        let base =
+            [("transport", "http_json"), ("load", "closed"), ("in_flight", "1"), ("placement", "different_cores")];
+        let with = |extra: &[(&'static str, &'static str)]| base.iter().chain(extra).copied().collect::<Vec<_>>();
+        let p: f64 = payload.parse().unwrap();
+        run.measurements.push(m(
+            Suite::Transport,
+            "round_trip",
+            &with(&[("payload_bytes", payload)]),
+            5e-5 * scale + p * 1e-10,
+        ));
+        for side in ["client", "server"] {
+            run.measurements.push(m(
+                Suite::Transport,
+                "cpu_per_request",
+                &with(&[("payload_bytes", payload), ("side", side)]),
+                2e-5 * scale,
+            ));
+        }
+    }
+    run
+}
+
+/// The same reading, up to the last bit a JSON round trip of a float may change.
+fn same_digest(a: &model::wire::measured::SuiteDigest, b: &model::wire::measured::SuiteDigest) -> bool {
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * x.abs().max(y.abs());
+    a.headline.as_ref().map(|h| (&h.name, &h.unit)) == b.headline.as_ref().map(|h| (&h.name, &h.unit))
+        && a.headline.as_ref().zip(b.headline.as_ref()).is_none_or(|(x, y)| close(x.value, y.value))
+        && a.perf.len() == b.perf.len()
+        && a.perf.iter().zip(&b.perf).all(|(x, y)| {
+            (x.precision, x.batch_size) == (y.precision, y.batch_size)
+                && close(x.service_time_mean_s.0, y.service_time_mean_s.0)
+                && close(x.service_time_cv, y.service_time_cv)
+        })
+        && a.best_throughput_rps.zip(b.best_throughput_rps).is_none_or(|(x, y)| close(x, y))
+        && a.best_throughput_rps.is_some() == b.best_throughput_rps.is_some()
+        && a.transport.len() == b.transport.len()
+        && a.transport.iter().zip(&b.transport).all(|(x, y)| {
+            (&x.transport, x.payload_bytes, &x.placement, &x.run_id)
+                == (&y.transport, y.payload_bytes, &y.placement, &y.run_id)
+                && close(x.latency_p50_s, y.latency_p50_s)
+                && close(x.cpu_seconds_per_request, y.cpu_seconds_per_request)
+        })
+}
+
+#[tokio::test]
+async fn each_nodes_latest_run_is_read_from_its_digest_and_older_rows_are_recomputed_then_stored() {
+    use model::wire::measured;
+    use sqlx::Connection;
+    for db in databases().await {
+        let backend = db.backend;
+        let store = Store::connect(&db.url).await.expect("connect");
+        let agent_id = agent(&store).await;
+        let t0 = 1_796_000_000_000;
+        // node-a: an older slow run and a newer fast one; node-b: one run, measured last.
+        let runs = [
+            fleet_run("node-a", t0, 3.0),
+            fleet_run("node-a", t0 + 60_000, 1.0),
+            fleet_run("node-b", t0 + 120_000, 2.0),
+        ];
+        for run in &runs {
+            store.insert_run(&agent_id, run).await.unwrap();
+        }
+        let expect =
+            |run: &model::RunUpload, suite| measured::digest(suite, &run.run_id.to_string(), &run.measurements);
+        let check = |latest: Vec<headroom_server::store::RunDigest>, suite, when: &str| {
+            let ids: Vec<_> = latest.iter().map(|d| d.run_id).collect();
+            assert_eq!(
+                ids,
+                vec![runs[2].run_id, runs[1].run_id],
+                "{backend} {when}: each node's newest run, newest first"
+            );
+            for (got, run) in latest.iter().zip([&runs[2], &runs[1]]) {
+                assert_eq!(got.hostname, run.node.hostname);
+                assert!(same_digest(&got.digest, &expect(run, suite)), "{backend} {when}: {:?}", got.digest);
+            }
+        };
+        let quant = store.latest_digests(Suite::Quant, 100).await.unwrap();
+        assert_eq!(quant[1].digest.perf.len(), 4, "{backend}: fp32 and int8 at two batch sizes");
+        check(quant, Suite::Quant, "as stored at ingest");
+        check(store.latest_digests(Suite::Transport, 100).await.unwrap(), Suite::Transport, "as stored at ingest");
+        let only_newest = store.latest_digests(Suite::Transport, 1).await.unwrap();
+        assert_eq!(only_newest.len(), 1);
+        let trend = store.node_digests("id-node-a", Suite::System, 30).await.unwrap();
+        assert_eq!(trend.iter().map(|d| d.run_id).collect::<Vec<_>>(), vec![runs[1].run_id, runs[0].run_id]);
+        assert_eq!(trend[0].digest.headline.as_ref().map(|h| h.value), Some(12e9), "{backend}: memcpy headline");
+
+        // Rows as a server before digests left them: read the same, computed from the measurements.
+        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        sqlx::query("UPDATE run_suites SET digest_version = 0, digest = NULL").execute(&mut conn).await.unwrap();
+        check(store.latest_digests(Suite::Quant, 100).await.unwrap(), Suite::Quant, "computed");
+        check(store.latest_digests(Suite::Transport, 100).await.unwrap(), Suite::Transport, "computed");
+        let nodes = store.list_nodes().await.unwrap();
+        assert!(nodes.iter().all(|n| n.memcpy_bytes_per_second == Some(12e9)), "{backend}: {nodes:?}");
+        // A digest that no longer parses is computed too.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE run_suites SET digest_version = {}, digest = '{{\"perf\": 7}}' WHERE suite = 'quant'",
+            measured::DIGEST_VERSION
+        )))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        check(store.latest_digests(Suite::Quant, 100).await.unwrap(), Suite::Quant, "unparsable");
+
+        // The start-up backfill stores them: every (run, suite) but the three quant rows.
+        let (suites,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM run_suites").fetch_one(&mut conn).await.unwrap();
+        assert_eq!(store.refresh_digests().await.unwrap(), suites as u64 - 3, "{backend}");
+        assert_eq!(store.refresh_digests().await.unwrap(), 0, "{backend}: nothing left to rewrite");
+        let (stale,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM run_suites WHERE digest_version <> {} OR digest IS NULL",
+            measured::DIGEST_VERSION
+        )))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(stale, 0, "{backend}");
+        check(store.latest_digests(Suite::Transport, 100).await.unwrap(), Suite::Transport, "backfilled");
+        conn.close().await.ok();
+        store.close().await;
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn every_page_read_uses_an_index_not_a_scan_of_history() {
+    each_backend(|store, backend| async move {
+        let agent_id = agent(&store).await;
+        let t0 = 1_796_000_000_000;
+        // Shaped like a fleet's store, history much longer than the node list: a plan that reads
+        // a node's whole history costs the planner more than one that reads a row per node.
+        let mut last = None;
+        for i in 0..240 {
+            let run = fleet_run(&format!("node-{}", i % 4), t0 + i * 60_000, 1.0);
+            store.insert_run(&agent_id, &run).await.unwrap();
+            last = Some(run.run_id);
+        }
+        store.analyze().await.unwrap();
+        let plans = store.query_plans("id-node-1", &last.unwrap().to_string()).await.unwrap();
+        assert!(plans.len() >= 11, "{backend}: {plans:?}");
+        for (read, plan) in &plans {
+            eprintln!("{backend} · {read}:\n{plan}\n");
+            // The node list is the one read of a whole table, and it holds a row per node.
+            if read == "nodes" {
+                continue;
+            }
+            for line in plan.lines().map(str::trim) {
+                let line = line.trim_start_matches("->").trim();
+                match backend {
+                    // A scan without an index, or a sort of everything it found before the limit.
+                    "postgres" => {
+                        assert!(!line.starts_with("Seq Scan"), "{backend} · {read} scans a table:\n{plan}");
+                        // The rows of the runs asked for, or a row per node, may be sorted; lists
+                        // of history are read in index order.
+                        let bounded = read.contains("measurements") || read.starts_with("each node's");
+                        assert!(bounded || !line.starts_with("Sort "), "{backend} · {read} sorts:\n{plan}");
+                    }
+                    _ => {
+                        let scan = line.starts_with("SCAN ") && !line.contains(" USING ");
+                        assert!(!scan, "{backend} · {read} scans a table:\n{plan}");
+                        assert!(!line.starts_with("USE TEMP B-TREE"), "{backend} · {read} sorts:\n{plan}");
+                    }
+                }
+            }
+        }
+    })
+    .await;
+}

@@ -43,6 +43,38 @@ pub fn hardware_from_quant_run(
     hourly_usd: f64,
     service_time_scale: f64,
 ) -> Option<Hardware> {
+    hardware_from_perf(node, run_id, quant_perf(measurements), hourly_usd, service_time_scale)
+}
+
+/// [`hardware_from_quant_run`] from the perf points [`quant_perf`] read of the run (as a
+/// [`SuiteDigest`] keeps them).
+pub fn hardware_from_perf(
+    node: &NodeSummary,
+    run_id: &str,
+    perf: Vec<PerfPoint>,
+    hourly_usd: f64,
+    service_time_scale: f64,
+) -> Option<Hardware> {
+    if perf.is_empty() {
+        return None;
+    }
+    let device_memory = node.gpus.first().map(|g| g.memory_bytes).unwrap_or(node.memory_bytes);
+    Some(Hardware {
+        instance_type: node.instance_type.clone().unwrap_or_else(|| node.hostname.clone()),
+        hourly_usd: UsdPerHour(hourly_usd),
+        device_memory_bytes: Bytes(device_memory as f64),
+        source: Source::Measured { run_ids: vec![run_id.to_string()] },
+        perf: perf
+            .into_iter()
+            .map(|p| PerfPoint { service_time_mean_s: Seconds(p.service_time_mean_s.0 * service_time_scale), ..p })
+            .collect(),
+    })
+}
+
+/// A quantization run's perf points, in (precision, batch) order: per precision and batch
+/// size, the measured batch latency of that precision's most accurate variant (the fastest
+/// among equals), unscaled.
+pub fn quant_perf(measurements: &[Measurement]) -> Vec<PerfPoint> {
     let mut accuracy: BTreeMap<&str, f64> = BTreeMap::new();
     for m in measurements.iter().filter(|m| m.suite == Suite::Quant && m.is(Case::MlpAccuracyDelta)) {
         if let (Some(stats), Some(variant)) = (ok(m), m.parameters.get("variant")) {
@@ -65,7 +97,7 @@ pub fn hardware_from_quant_run(
         let point = PerfPoint {
             precision,
             batch_size: batch,
-            service_time_mean_s: Seconds(stats.mean * service_time_scale),
+            service_time_mean_s: Seconds(stats.mean),
             service_time_cv: cv_from_percentiles(stats.p50, stats.p99),
             accuracy_delta: delta,
             concurrency: 1,
@@ -78,17 +110,64 @@ pub fn hardware_from_quant_run(
             best.insert((precision, batch), (delta, point));
         }
     }
-    if best.is_empty() {
-        return None;
+    best.into_values().map(|(_, point)| point).collect()
+}
+
+/// Requests per second of the reference model at FP32, at its best measured batch size.
+pub fn best_fp32_throughput(measurements: &[Measurement]) -> Option<f64> {
+    measurements
+        .iter()
+        .filter(|m| m.suite == Suite::Quant && m.is(Case::MlpThroughput))
+        .filter(|m| m.parameters.get("variant").map(String::as_str) == Some("fp32"))
+        .filter_map(|m| ok(m).map(|s| s.mean))
+        .max_by(f64::total_cmp)
+}
+
+/// Which reading of a run [`SuiteDigest`] holds. Raise it whenever [`digest`] would answer
+/// differently for the same measurements: the server then recomputes stored digests.
+pub const DIGEST_VERSION: i64 = 1;
+
+/// What the pages read of one suite of one run, computed once when the run is stored so that
+/// a page over the fleet reads a row per node instead of every node's measurements.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SuiteDigest {
+    /// The suite's figure a node's trend follows ([`headline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headline: Option<Headline>,
+    /// Quantization: [`quant_perf`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub perf: Vec<PerfPoint>,
+    /// Quantization: [`best_fp32_throughput`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_throughput_rps: Option<f64>,
+    /// Transport: [`transport_points`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transport: Vec<TransportPoint>,
+}
+
+/// A suite's headline figure: what it is, its unit and its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Headline {
+    pub name: String,
+    pub unit: String,
+    pub value: f64,
+}
+
+/// The digest of `suite` in the run `run_id`.
+pub fn digest(suite: Suite, run_id: &str, measurements: &[Measurement]) -> SuiteDigest {
+    let headline = headline(suite, measurements).map(|(name, unit, value)| Headline { name, unit, value });
+    match suite {
+        Suite::Quant => SuiteDigest {
+            headline,
+            perf: quant_perf(measurements),
+            best_throughput_rps: best_fp32_throughput(measurements),
+            ..SuiteDigest::default()
+        },
+        Suite::Transport => {
+            SuiteDigest { headline, transport: transport_points(run_id, measurements), ..SuiteDigest::default() }
+        }
+        _ => SuiteDigest { headline, ..SuiteDigest::default() },
     }
-    let device_memory = node.gpus.first().map(|g| g.memory_bytes).unwrap_or(node.memory_bytes);
-    Some(Hardware {
-        instance_type: node.instance_type.clone().unwrap_or_else(|| node.hostname.clone()),
-        hourly_usd: UsdPerHour(hourly_usd),
-        device_memory_bytes: Bytes(device_memory as f64),
-        source: Source::Measured { run_ids: vec![run_id.to_string()] },
-        perf: best.into_values().map(|(_, point)| point).collect(),
-    })
 }
 
 /// One transport at one payload size and placement, from a transport run (closed loop, one

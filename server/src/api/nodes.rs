@@ -1,10 +1,12 @@
 //! Nodes that have reported at least one run, and what the pages read of them: the Fleet, the
 //! measured nodes and services the Planner and Right-sizing size with, and the transport runs.
 
+use std::collections::HashMap;
+
 use app::data::{MeasuredFleet, MeasuredNode, MeasuredService, TransportRun};
 use axum::Json;
 use axum::extract::State;
-use model::{FleetView, NodeSummary, RunDetail, Suite, wire::measured};
+use model::{FleetView, NodeSummary, Suite, wire::measured};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -15,6 +17,10 @@ use crate::store::{RunFilter, Store};
 
 /// How many runs the Fleet page lists.
 const RECENT_RUNS: u32 = 20;
+
+/// How many nodes' transport runs the Transport page offers (the nodes measured last): its
+/// picker stays usable and its data small on a fleet of thousands.
+const TRANSPORT_NODES: u32 = 100;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list))
@@ -40,38 +46,40 @@ pub async fn fleet(store: &Store, caller: &Caller) -> Result<FleetView, ApiError
 /// Nodes with a quantization run (priced from the node or the catalog) and the load-tested services, for the Planner and Right-sizing.
 pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, ApiError> {
     caller.require(Role::Viewer)?;
+    let summaries: HashMap<String, NodeSummary> =
+        store.list_nodes().await?.into_iter().map(|n| (n.node_id.clone(), n)).collect();
+    // A fleet has many nodes of few instance types: each is looked up once.
+    let mut catalog: HashMap<String, Option<(f64, String)>> = HashMap::new();
     let mut nodes = Vec::new();
-    for (node, detail) in latest_with_suite(store, Suite::Quant).await? {
+    for latest in store.latest_digests(Suite::Quant, u32::MAX).await? {
+        let Some(node) = summaries.get(&latest.node_id) else { continue };
         let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type) {
             (Some(price), _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),
-            (None, Some(instance)) => match store.catalog_price(instance).await? {
-                Some((price, source)) => (Some(price), source),
-                None => (None, format!("nowhere: {instance} is not in the price catalog")),
-            },
+            (None, Some(instance)) => {
+                if !catalog.contains_key(instance) {
+                    catalog.insert(instance.clone(), store.catalog_price(instance).await?);
+                }
+                match &catalog[instance] {
+                    Some((price, source)) => (Some(*price), source.clone()),
+                    None => (None, format!("nowhere: {instance} is not in the price catalog")),
+                }
+            }
             (None, None) => (None, "nowhere: the node gave no instance type or price".to_string()),
         };
-        let run_id = detail.run.run_id.to_string();
-        let Some(hardware) =
-            measured::hardware_from_quant_run(&node, &run_id, &detail.measurements, hourly_usd.unwrap_or(0.0), 1.0)
+        let run_id = latest.run_id.to_string();
+        let digest = latest.digest;
+        let Some(hardware) = measured::hardware_from_perf(node, &run_id, digest.perf, hourly_usd.unwrap_or(0.0), 1.0)
         else {
             continue;
         };
-        let best_throughput_rps = detail
-            .measurements
-            .iter()
-            .filter(|m| {
-                m.is(model::Case::MlpThroughput) && m.parameters.get("variant").map(String::as_str) == Some("fp32")
-            })
-            .filter_map(|m| m.stats.map(|s| s.mean))
-            .max_by(f64::total_cmp);
         nodes.push(MeasuredNode {
             node_id: node.node_id.clone(),
             hostname: node.hostname.clone(),
             run_id,
-            run_started_at_ms: detail.run.started_at_ms,
+            run_started_at_ms: latest.started_at_ms,
             hourly_usd,
             price_source,
-            best_throughput_rps,
+            best_throughput_rps: digest.best_throughput_rps,
             hardware,
         });
     }
@@ -79,25 +87,20 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
     Ok(MeasuredFleet { nodes, services })
 }
 
-/// Each node's newest transport run, newest first.
+/// The newest transport run of each of the [`TRANSPORT_NODES`] nodes measured last, newest first.
 pub async fn transport_runs(store: &Store, caller: &Caller) -> Result<Vec<TransportRun>, ApiError> {
     caller.require(Role::Viewer)?;
-    let mut runs: Vec<TransportRun> = latest_with_suite(store, Suite::Transport)
-        .await?
+    let latest = store.latest_digests(Suite::Transport, TRANSPORT_NODES).await?;
+    Ok(latest
         .into_iter()
-        .map(|(node, detail)| {
-            let run_id = detail.run.run_id.to_string();
-            TransportRun {
-                points: measured::transport_points(&run_id, &detail.measurements),
-                node_id: node.node_id,
-                hostname: node.hostname,
-                run_id,
-                started_at_ms: detail.run.started_at_ms,
-            }
+        .map(|d| TransportRun {
+            node_id: d.node_id,
+            hostname: d.hostname,
+            run_id: d.run_id.to_string(),
+            started_at_ms: d.started_at_ms,
+            points: d.digest.transport,
         })
-        .collect();
-    runs.sort_by_key(|r| std::cmp::Reverse(r.started_at_ms));
-    Ok(runs)
+        .collect())
 }
 
 /// Services the endpoint suite measured, newest run first, each calibrated by the model.
@@ -129,18 +132,4 @@ async fn measured_services(store: &Store) -> Result<Vec<MeasuredService>, ApiErr
         });
     }
     Ok(services)
-}
-
-/// Each node with its newest run that has `suite`.
-async fn latest_with_suite(store: &Store, suite: Suite) -> Result<Vec<(NodeSummary, RunDetail)>, ApiError> {
-    let mut out = Vec::new();
-    for node in store.list_nodes().await? {
-        let filter =
-            RunFilter { node: Some(node.node_id.clone()), suite: Some(suite), limit: 1, ..RunFilter::default() };
-        let Some(run) = store.list_runs(&filter).await?.into_iter().next() else { continue };
-        if let Some(detail) = store.get_run_figures(run.run_id).await? {
-            out.push((node, detail));
-        }
-    }
-    Ok(out)
 }

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite, wire::measured};
+use model::{IngestAck, RunDetail, RunSummary, RunUpload, Suite};
 use serde::Deserialize;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
@@ -19,7 +19,7 @@ use crate::ingest::{self, Door, MAX_UPLOAD_BYTES};
 use crate::json;
 use crate::store::{RunFilter, Store};
 
-/// How many of a node's runs the run page lists and follows in its trend charts.
+/// How many of a node's runs the run page lists, and of its runs of each suite the trend charts follow.
 const NODE_RUNS: u32 = 30;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -115,15 +115,21 @@ pub async fn page(store: &Store, caller: &Caller, run_id: &str) -> Result<RunVie
     let node_runs = store.list_runs(&filter).await?;
     let mut trends = Vec::new();
     for &suite in &detail.run.suites {
-        let mut points = Vec::new();
+        let mut history = store.node_digests(&detail.run.node_id, suite, NODE_RUNS).await?;
+        history.reverse();
         let mut label = None;
-        for run in node_runs.iter().filter(|r| r.suites.contains(&suite)).rev() {
-            let Some(other) = store.get_run_figures(run.run_id).await? else { continue };
-            if let Some((name, unit, value)) = measured::headline(suite, &other.measurements) {
-                label = Some((name, unit));
-                points.push(TrendPoint { run_id: run.run_id.to_string(), started_at_ms: run.started_at_ms, value });
-            }
-        }
+        let points = history
+            .into_iter()
+            .filter_map(|run| {
+                let headline = run.digest.headline?;
+                label = Some((headline.name, headline.unit));
+                Some(TrendPoint {
+                    run_id: run.run_id.to_string(),
+                    started_at_ms: run.started_at_ms,
+                    value: headline.value,
+                })
+            })
+            .collect();
         if let Some((name, unit)) = label {
             trends.push((name, unit, points));
         }

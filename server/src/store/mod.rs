@@ -19,13 +19,13 @@ use anyhow::Context;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyTypeInfo};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
-use sqlx::{Any, AnyPool, ConnectOptions, Database, Encode, Type};
+use sqlx::{Any, AnyPool, AssertSqlSafe, ConnectOptions, Database, Encode, Row, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use people::{AgentRecord, ApiTokenRecord, NameTaken, PersonChange, PersonRecord, UserRecord};
 pub use prices::CatalogVersion;
 pub use reports::ReportRecord;
-pub use runs::{NodeOwned, RunFilter, StoreOutcome};
+pub use runs::{NodeOwned, RunDigest, RunFilter, StoreOutcome};
 pub use scenarios::ScenarioRecord;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -177,6 +177,39 @@ impl Store {
     pub async fn analyze(&self) -> anyhow::Result<()> {
         sqlx::query("ANALYZE").execute(&self.pool).await?;
         Ok(())
+    }
+
+    /// How the database would run each read the pages make (`EXPLAIN`; SQLite's
+    /// `EXPLAIN QUERY PLAN`), as (what it is, plan), with `node` and `run_id` bound where a read
+    /// takes them. On Postgres sequential and bitmap scans are priced out first
+    /// (`enable_seqscan`, `enable_bitmapscan`, in a transaction rolled back after): a plan that
+    /// still scans a whole table has no index to use, and one that still sorts has no index in
+    /// the order asked for, however small the tables are.
+    pub async fn query_plans(&self, node: &str, run_id: &str) -> anyhow::Result<Vec<(String, String)>> {
+        let mut reads = runs::page_reads(node, run_id);
+        reads.push(("reports".into(), reports::list_sql(200), vec![]));
+        let mut tx = self.pool.begin().await?;
+        let (explain, detail_column) = match self.backend {
+            DatabaseKind::Sqlite => ("EXPLAIN QUERY PLAN", 3),
+            DatabaseKind::Postgres => {
+                sqlx::query("SET LOCAL enable_seqscan = off").execute(&mut *tx).await?;
+                sqlx::query("SET LOCAL enable_bitmapscan = off").execute(&mut *tx).await?;
+                ("EXPLAIN", 0)
+            }
+        };
+        let mut plans = Vec::new();
+        for (name, sql, binds) in reads {
+            let mut query = sqlx::query(AssertSqlSafe(format!("{explain} {sql}")));
+            for value in &binds {
+                query = query.bind(value);
+            }
+            let rows = query.fetch_all(&mut *tx).await.with_context(|| format!("EXPLAIN {name}"))?;
+            let lines =
+                rows.iter().map(|row| row.try_get::<String, _>(detail_column)).collect::<Result<Vec<_>, _>>()?;
+            plans.push((name, lines.join("\n")));
+        }
+        tx.rollback().await?;
+        Ok(plans)
     }
 
     pub async fn close(&self) {

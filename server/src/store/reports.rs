@@ -55,9 +55,7 @@ impl Store {
 
     /// Newest first.
     pub async fn list_reports(&self, limit: u32) -> anyhow::Result<Vec<ReportRecord>> {
-        Ok(sqlx::query_as(AssertSqlSafe(format!("{SUMMARY} ORDER BY created_at_ms DESC, id DESC LIMIT {limit}")))
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(sqlx::query_as(AssertSqlSafe(list_sql(limit))).fetch_all(&self.pool).await?)
     }
 
     /// A stored report; one stored before reports recorded who built them and when takes both
@@ -111,4 +109,9 @@ impl Store {
         }
         Ok(found)
     }
+}
+
+/// The newest `limit` reports.
+pub(super) fn list_sql(limit: u32) -> String {
+    format!("{SUMMARY} ORDER BY created_at_ms DESC, id LIMIT {limit}")
 }

@@ -2,9 +2,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use model::wire::measured::{self, DIGEST_VERSION, SuiteDigest};
 use model::{
-    Case, Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload,
-    Stats, Suite, Unit,
+    Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload, Stats,
+    Suite, Unit,
 };
 // Dynamic SQL here interpolates only integers and `$N` placeholders; values are bound.
 use sqlx::{AssertSqlSafe, FromRow};
@@ -93,6 +94,39 @@ struct MeasurementRow {
     histogram: Option<String>,
 }
 
+/// One suite of a stored run, as the pages read it.
+#[derive(Debug, Clone)]
+pub struct RunDigest {
+    pub run_id: Uuid,
+    pub node_id: String,
+    pub hostname: String,
+    pub started_at_ms: i64,
+    pub digest: SuiteDigest,
+}
+
+#[derive(FromRow)]
+struct DigestRow {
+    run_id: String,
+    node_id: String,
+    hostname: String,
+    started_at_ms: i64,
+    digest_version: i64,
+    digest: Option<String>,
+}
+
+#[derive(FromRow)]
+struct RunMeasurementRow {
+    run_id: String,
+    #[sqlx(flatten)]
+    measurement: MeasurementRow,
+}
+
+/// Runs whose digests are computed or rewritten per query (one bind each, far below both
+/// backends' bind limits).
+const DIGEST_CHUNK: usize = 500;
+
+const DIGEST_SELECT: &str = "SELECT rs.run_id, rs.node_id, n.hostname, rs.started_at_ms, rs.digest_version, rs.digest";
+
 const RUN_SELECT: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
      r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count";
 const RUN_JOINS: &str = "JOIN nodes n ON n.id = r.node_id JOIN agents a ON a.id = r.agent_id";
@@ -165,14 +199,32 @@ impl Store {
                 .await?;
             return Ok(StoreOutcome { duplicate: true, measurements: count as u32 });
         }
-        for suite in &suites {
-            sqlx::query("INSERT INTO run_suites (suite, run_id, node_id, started_at_ms) VALUES ($1, $2, $3, $4)")
-                .bind(suite.as_str())
-                .bind(&run_id)
-                .bind(&node.node_id)
-                .bind(run.started_at_ms)
-                .execute(&mut *tx)
-                .await?;
+        for &suite in &suites {
+            let digest = serde_json::to_string(&measured::digest(suite, &run_id, &run.measurements))?;
+            sqlx::query(
+                "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(suite.as_str())
+            .bind(&run_id)
+            .bind(&node.node_id)
+            .bind(run.started_at_ms)
+            .bind(DIGEST_VERSION)
+            .bind(digest)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO node_latest (node_id, suite, run_id, started_at_ms) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, started_at_ms = excluded.started_at_ms \
+                 WHERE excluded.started_at_ms > node_latest.started_at_ms \
+                 OR (excluded.started_at_ms = node_latest.started_at_ms AND excluded.run_id < node_latest.run_id)",
+            )
+            .bind(&node.node_id)
+            .bind(suite.as_str())
+            .bind(&run_id)
+            .bind(run.started_at_ms)
+            .execute(&mut *tx)
+            .await?;
         }
         for (chunk_index, chunk) in run.measurements.chunks(INSERT_CHUNK).enumerate() {
             insert_measurements(&mut tx, &run_id, chunk_index * INSERT_CHUNK, chunk).await?;
@@ -202,12 +254,7 @@ impl Store {
 
     /// Every node, most recently seen first.
     pub async fn list_nodes(&self) -> anyhow::Result<Vec<NodeSummary>> {
-        let rows: Vec<NodeRow> = sqlx::query_as(
-            "SELECT n.id, n.hostname, n.cpu_model, n.cpu_cores, n.memory_bytes, n.kernel, n.instance_type, n.hourly_usd, \
-             n.gpus_json, n.first_seen_ms, n.last_seen_ms, n.run_count FROM nodes n ORDER BY n.last_seen_ms DESC, n.id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<NodeRow> = sqlx::query_as(LIST_NODES).fetch_all(&self.pool).await?;
         let memcpy = self.latest_memcpy().await?;
         rows.into_iter()
             .map(|r| {
@@ -230,55 +277,125 @@ impl Store {
             .collect()
     }
 
-    /// Per node: the median memcpy bandwidth of its latest `system` run, the measurement the
-    /// model ranks highest ([`model::wire::measured::memcpy_rank`]), as on the run's page.
+    /// Per node: the median memcpy bandwidth of its latest `system` run (that suite's
+    /// headline, [`model::wire::measured::memcpy_rank`]'s pick), as on the run's page.
     async fn latest_memcpy(&self) -> anyhow::Result<HashMap<String, f64>> {
-        let rows: Vec<(String, String, Option<f64>)> = sqlx::query_as(
-            // One index probe per node for its latest system run, then those runs' rows by key.
-            "SELECT r.node_id, m.parameters_json, m.p50 FROM measurements m JOIN runs r ON r.id = m.run_id \
-             WHERE m.run_id IN (SELECT (SELECT rs.run_id FROM run_suites rs WHERE rs.node_id = n.id \
-               AND rs.suite = $1 ORDER BY rs.started_at_ms DESC LIMIT 1) FROM nodes n) \
-             AND m.case_name = $2 AND m.status = 'ok'",
-        )
-        .bind(Suite::System.as_str())
-        .bind(Case::Memcpy.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        let mut best: HashMap<String, ((u64, u64), f64)> = HashMap::new();
-        for (node, parameters, p50) in rows {
-            let Some(p50) = p50 else { continue };
-            let params: BTreeMap<String, String> = serde_json::from_str(&parameters)?;
-            let rank = model::wire::measured::memcpy_rank(&params);
-            let entry = best.entry(node).or_insert((rank, p50));
-            if rank > entry.0 {
-                *entry = (rank, p50);
+        let latest = self.latest_digests(Suite::System, u32::MAX).await?;
+        Ok(latest.into_iter().filter_map(|d| Some((d.node_id, d.digest.headline?.value))).collect())
+    }
+
+    /// Each node's newest run holding `suite`, with that suite's digest, newest first, at most
+    /// `limit`: a row per node, read off `node_latest`.
+    pub async fn latest_digests(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
+        let rows: Vec<DigestRow> =
+            sqlx::query_as(AssertSqlSafe(latest_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?;
+        self.resolve_digests(suite, rows).await
+    }
+
+    /// The newest `limit` runs of `node_id` holding `suite`, with that suite's digest, newest first.
+    pub async fn node_digests(&self, node_id: &str, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
+        let rows: Vec<DigestRow> = sqlx::query_as(AssertSqlSafe(node_digests_sql(limit)))
+            .bind(node_id)
+            .bind(suite.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        self.resolve_digests(suite, rows).await
+    }
+
+    /// The digests of `rows`: as stored where the model's reading is the current one, computed
+    /// from the runs' measurements (one query for all of them) where not.
+    async fn resolve_digests(&self, suite: Suite, rows: Vec<DigestRow>) -> anyhow::Result<Vec<RunDigest>> {
+        let stored = |row: &DigestRow| {
+            (row.digest_version == DIGEST_VERSION)
+                .then(|| row.digest.as_deref().and_then(|json| serde_json::from_str::<SuiteDigest>(json).ok()))
+                .flatten()
+        };
+        let stale: Vec<String> = rows.iter().filter(|r| stored(r).is_none()).map(|r| r.run_id.clone()).collect();
+        let mut computed = self.compute_digests(suite, &stale).await?;
+        rows.into_iter()
+            .map(|row| {
+                let digest = match stored(&row) {
+                    Some(digest) => digest,
+                    None => computed.remove(&row.run_id).unwrap_or_default(),
+                };
+                Ok(RunDigest {
+                    run_id: Uuid::parse_str(&row.run_id)?,
+                    node_id: row.node_id,
+                    hostname: row.hostname,
+                    started_at_ms: row.started_at_ms,
+                    digest,
+                })
+            })
+            .collect()
+    }
+
+    /// `suite`'s digest of each of `run_ids`, read from their measurements of that suite.
+    async fn compute_digests(&self, suite: Suite, run_ids: &[String]) -> anyhow::Result<HashMap<String, SuiteDigest>> {
+        let mut digests = HashMap::new();
+        for chunk in run_ids.chunks(DIGEST_CHUNK) {
+            let mut query = sqlx::query_as::<_, RunMeasurementRow>(AssertSqlSafe(suite_measurements_sql(chunk.len())))
+                .bind(suite.as_str());
+            for id in chunk {
+                query = query.bind(id);
+            }
+            let mut by_run: BTreeMap<String, Vec<Measurement>> = BTreeMap::new();
+            for row in query.fetch_all(&self.pool).await? {
+                by_run.entry(row.run_id).or_default().push(Measurement::try_from(row.measurement)?);
+            }
+            for id in chunk {
+                let measurements = by_run.remove(id).unwrap_or_default();
+                digests.insert(id.clone(), measured::digest(suite, id, &measurements));
             }
         }
-        Ok(best.into_iter().map(|(node, (_, bw))| (node, bw)).collect())
+        Ok(digests)
+    }
+
+    /// Rewrites, a batch at a time, every digest stored before digests existed or by an older
+    /// reading of runs ([`DIGEST_VERSION`]); returns how many. Safe to run on several replicas
+    /// at once: each writes the same digest.
+    pub async fn refresh_digests(&self) -> anyhow::Result<u64> {
+        let mut after = (String::new(), String::new());
+        let mut rewritten = 0;
+        loop {
+            // Walks the primary key once; a current row costs a comparison.
+            let stale: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(format!(
+                "SELECT suite, run_id FROM run_suites WHERE (suite > $1 OR (suite = $1 AND run_id > $2)) \
+                 AND digest_version <> {DIGEST_VERSION} ORDER BY suite, run_id LIMIT {DIGEST_CHUNK}"
+            )))
+            .bind(&after.0)
+            .bind(&after.1)
+            .fetch_all(&self.pool)
+            .await?;
+            let Some(last) = stale.last().cloned() else { return Ok(rewritten) };
+            let mut by_suite: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (suite, run_id) in stale {
+                by_suite.entry(suite).or_default().push(run_id);
+            }
+            for (suite_name, run_ids) in by_suite {
+                let Ok(suite) = Suite::parse(&suite_name) else { continue };
+                let digests = self.compute_digests(suite, &run_ids).await?;
+                let (_writing, mut tx) = self.begin_write().await?;
+                for (run_id, digest) in digests {
+                    rewritten += sqlx::query(AssertSqlSafe(format!(
+                        "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1 \
+                         WHERE suite = $2 AND run_id = $3 AND digest_version <> {DIGEST_VERSION}"
+                    )))
+                    .bind(serde_json::to_string(&digest)?)
+                    .bind(&suite_name)
+                    .bind(&run_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                }
+                tx.commit().await?;
+            }
+            after = last;
+        }
     }
 
     /// Runs matching the filter, newest first.
     pub async fn list_runs(&self, filter: &RunFilter) -> anyhow::Result<Vec<RunSummary>> {
-        // With a suite, walk the (suite, started) index of run_suites; otherwise that of runs.
-        let (from, time, id) = match filter.suite {
-            Some(_) => ("FROM run_suites rs JOIN runs r ON r.id = rs.run_id", "rs.started_at_ms", "rs.run_id"),
-            None => ("FROM runs r", "r.started_at_ms", "r.id"),
-        };
-        let mut sql = format!("{RUN_SELECT} {from} {RUN_JOINS} WHERE 1 = 1");
-        let mut text_binds: Vec<String> = Vec::new();
-        if let Some(suite) = filter.suite {
-            text_binds.push(suite.as_str().to_string());
-            sql.push_str(&format!(" AND rs.suite = ${}", text_binds.len()));
-        }
-        if let Some(node) = &filter.node {
-            text_binds.push(node.clone());
-            let column = if filter.suite.is_some() { "rs.node_id" } else { "r.node_id" };
-            sql.push_str(&format!(" AND {column} = ${}", text_binds.len()));
-        }
-        if let Some(before) = filter.before_ms {
-            sql.push_str(&format!(" AND {time} < {before}"));
-        }
-        sql.push_str(&format!(" ORDER BY {time} DESC, {id} DESC LIMIT {}", filter.limit));
+        let (sql, text_binds) = list_runs_sql(filter);
         let mut query = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql));
         for value in &text_binds {
             query = query.bind(value);
@@ -300,22 +417,112 @@ impl Store {
     async fn get_run_with(&self, run_id: Uuid, histograms: bool) -> anyhow::Result<Option<RunDetail>> {
         let id = run_id.to_string();
         let row: Option<RunRow> =
-            sqlx::query_as(AssertSqlSafe(format!("{RUN_SELECT} FROM runs r {RUN_JOINS} WHERE r.id = $1")))
-                .bind(&id)
-                .fetch_optional(&self.pool)
-                .await?;
+            sqlx::query_as(AssertSqlSafe(run_by_id_sql())).bind(&id).fetch_optional(&self.pool).await?;
         let Some(row) = row else { return Ok(None) };
-        let histogram = if histograms { "histogram" } else { "CAST(NULL AS TEXT) AS histogram" };
-        let rows: Vec<MeasurementRow> = sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, p999, \
-             ci95_low, ci95_high, floor_name, floor_value, {histogram} FROM measurements WHERE run_id = $1 ORDER BY seq",
-        )))
-        .bind(&id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<MeasurementRow> =
+            sqlx::query_as(AssertSqlSafe(run_measurements_sql(histograms))).bind(&id).fetch_all(&self.pool).await?;
         let measurements = rows.into_iter().map(Measurement::try_from).collect::<anyhow::Result<_>>()?;
         Ok(Some(RunDetail { run: RunSummary::try_from(row)?, measurements }))
     }
+}
+
+const LIST_NODES: &str = "SELECT n.id, n.hostname, n.cpu_model, n.cpu_cores, n.memory_bytes, n.kernel, \
+     n.instance_type, n.hourly_usd, n.gpus_json, n.first_seen_ms, n.last_seen_ms, n.run_count FROM nodes n \
+     ORDER BY n.last_seen_ms DESC, n.id";
+
+/// Each node's newest run with the suite `$1`, newest first: a walk of `node_latest_by_start`
+/// and a key lookup per node.
+fn latest_digests_sql(limit: u32) -> String {
+    format!(
+        "{DIGEST_SELECT} FROM node_latest l JOIN run_suites rs ON rs.suite = l.suite AND rs.run_id = l.run_id \
+         JOIN nodes n ON n.id = l.node_id WHERE l.suite = $1 ORDER BY l.started_at_ms DESC, l.run_id LIMIT {limit}"
+    )
+}
+
+/// The node `$1`'s newest runs with the suite `$2`.
+fn node_digests_sql(limit: u32) -> String {
+    format!(
+        "{DIGEST_SELECT} FROM run_suites rs JOIN nodes n ON n.id = rs.node_id \
+         WHERE rs.node_id = $1 AND rs.suite = $2 ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}"
+    )
+}
+
+/// The measurements of suite `$1` of `runs` runs (`$2`…), without histograms.
+fn suite_measurements_sql(runs: usize) -> String {
+    let placeholders: Vec<String> = (2..runs + 2).map(|i| format!("${i}")).collect();
+    format!(
+        "SELECT run_id, suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, \
+         p999, ci95_low, ci95_high, floor_name, floor_value, CAST(NULL AS TEXT) AS histogram FROM measurements \
+         WHERE suite = $1 AND run_id IN ({}) ORDER BY run_id, seq",
+        placeholders.join(", ")
+    )
+}
+
+fn run_by_id_sql() -> String {
+    format!("{RUN_SELECT} FROM runs r {RUN_JOINS} WHERE r.id = $1")
+}
+
+/// The run `$1`'s measurements in upload order.
+fn run_measurements_sql(histograms: bool) -> String {
+    let histogram = if histograms { "histogram" } else { "CAST(NULL AS TEXT) AS histogram" };
+    format!(
+        "SELECT suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, p999, \
+         ci95_low, ci95_high, floor_name, floor_value, {histogram} FROM measurements WHERE run_id = $1 ORDER BY seq"
+    )
+}
+
+/// The SQL of [`Store::list_runs`] and its text binds, in order.
+fn list_runs_sql(filter: &RunFilter) -> (String, Vec<String>) {
+    // With a suite, walk the (suite, started) index of run_suites; otherwise that of runs.
+    let (from, time, id) = match filter.suite {
+        Some(_) => ("FROM run_suites rs JOIN runs r ON r.id = rs.run_id", "rs.started_at_ms", "rs.run_id"),
+        None => ("FROM runs r", "r.started_at_ms", "r.id"),
+    };
+    let mut sql = format!("{RUN_SELECT} {from} {RUN_JOINS} WHERE 1 = 1");
+    let mut text_binds: Vec<String> = Vec::new();
+    if let Some(suite) = filter.suite {
+        text_binds.push(suite.as_str().to_string());
+        sql.push_str(&format!(" AND rs.suite = ${}", text_binds.len()));
+    }
+    if let Some(node) = &filter.node {
+        text_binds.push(node.clone());
+        let column = if filter.suite.is_some() { "rs.node_id" } else { "r.node_id" };
+        sql.push_str(&format!(" AND {column} = ${}", text_binds.len()));
+    }
+    if let Some(before) = filter.before_ms {
+        sql.push_str(&format!(" AND {time} < {before}"));
+    }
+    // In the indexes' own order, so a page is read off the index and never sorted.
+    sql.push_str(&format!(" ORDER BY {time} DESC, {id} LIMIT {}", filter.limit));
+    (sql, text_binds)
+}
+
+/// Every read the pages make of runs, as (what it is, SQL, text binds), for
+/// [`Store::query_plans`].
+pub(super) fn page_reads(node: &str, run_id: &str) -> Vec<(String, String, Vec<String>)> {
+    let text = |values: &[&str]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+    let mut reads = vec![
+        ("nodes".to_string(), LIST_NODES.to_string(), vec![]),
+        ("run by id".into(), run_by_id_sql(), text(&[run_id])),
+        ("a run's measurements".into(), run_measurements_sql(false), text(&[run_id])),
+        ("each node's latest transport run".into(), latest_digests_sql(100), text(&["transport"])),
+        ("a node's quant runs".into(), node_digests_sql(30), text(&[node, "quant"])),
+        ("measurements of stale digests".into(), suite_measurements_sql(2), text(&["quant", run_id, node])),
+    ];
+    let filters = [
+        ("newest runs", RunFilter { limit: 20, ..RunFilter::default() }),
+        ("a node's runs", RunFilter { node: Some(node.into()), limit: 30, ..RunFilter::default() }),
+        ("runs with a suite", RunFilter { suite: Some(Suite::Endpoint), limit: 10, ..RunFilter::default() }),
+        (
+            "a node's runs with a suite, a page back",
+            RunFilter { node: Some(node.into()), suite: Some(Suite::Quant), before_ms: Some(1), limit: 100 },
+        ),
+    ];
+    for (name, filter) in filters {
+        let (sql, binds) = list_runs_sql(&filter);
+        reads.push((name.to_string(), sql, binds));
+    }
+    reads
 }
 
 async fn insert_measurements(
