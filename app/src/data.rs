@@ -6,7 +6,8 @@ use model::wire::measured::TransportPoint;
 use model::{RunDetail, RunSummary};
 use serde::{Deserialize, Serialize};
 
-/// A node with a quantization run: what right-sizing and the planner can use of it.
+/// A node with a quantization run, the newest of its instance type: what right-sizing and the
+/// planner can use of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredNode {
     pub node_id: String,
@@ -20,6 +21,10 @@ pub struct MeasuredNode {
     pub price_source: String,
     /// Requests per second of the reference model at FP32, at its best measured batch size.
     pub best_throughput_rps: Option<f64>,
+    /// How many other nodes of this instance type have a quantization run: this node's, the
+    /// newest, stands for them all.
+    #[serde(default)]
+    pub others_of_type: u32,
     /// Service times per precision and batch, priced at `hourly_usd` (0 when unknown).
     pub hardware: Hardware,
 }

@@ -402,6 +402,11 @@ async fn each_nodes_latest_run_is_read_from_its_digest_and_older_rows_are_recomp
         check(store.latest_digests(Suite::Transport, 100).await.unwrap(), Suite::Transport, "as stored at ingest");
         let only_newest = store.latest_digests(Suite::Transport, 1).await.unwrap();
         assert_eq!(only_newest.len(), 1);
+        // Both nodes are c7i.2xlarge: one candidate, the newest, standing for the other too.
+        let by_type = store.latest_digests_by_type(Suite::Quant).await.unwrap();
+        assert_eq!(by_type.len(), 1, "{backend}");
+        assert_eq!((by_type[0].0.run_id, by_type[0].1), (runs[2].run_id, 1), "{backend}");
+        assert!(same_digest(&by_type[0].0.digest, &expect(&runs[2], Suite::Quant)), "{backend}");
         let trend = store.node_digests("id-node-a", Suite::System, 30).await.unwrap();
         assert_eq!(trend.iter().map(|d| d.run_id).collect::<Vec<_>>(), vec![runs[1].run_id, runs[0].run_id]);
         assert_eq!(trend[0].digest.headline.as_ref().map(|h| h.value), Some(12e9), "{backend}: memcpy headline");

@@ -158,8 +158,12 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
             for p in &mut hw.perf {
                 p.service_time_mean_s = Seconds(p.service_time_mean_s.0 * scale);
             }
+            let newest_of = match n.others_of_type {
+                0 => String::new(),
+                others => format!(", the newest of {} nodes of this type", others + 1),
+            };
             let note = format!(
-                "the agent's reference model (not yours) measured on {} (run {}, {}); {note}",
+                "the agent's reference model (not yours) measured on {}{newest_of} (run {}, {}); {note}",
                 n.hostname,
                 &n.run_id[..8.min(n.run_id.len())],
                 utc_minute(n.run_started_at_ms)

@@ -43,7 +43,8 @@ pub async fn fleet(store: &Store, caller: &Caller) -> Result<FleetView, ApiError
     Ok(FleetView { user, nodes, recent_runs })
 }
 
-/// Nodes with a quantization run (priced from the node or the catalog) and the load-tested services, for the Planner and Right-sizing.
+/// Per instance type, the newest node with a quantization run (priced from the node or the
+/// catalog), and the load-tested services, for the Planner and Right-sizing.
 pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, ApiError> {
     caller.require(Role::Viewer)?;
     let summaries: HashMap<String, NodeSummary> =
@@ -51,7 +52,7 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
     // A fleet has many nodes of few instance types: each is looked up once.
     let mut catalog: HashMap<String, Option<(f64, String)>> = HashMap::new();
     let mut nodes = Vec::new();
-    for latest in store.latest_digests(Suite::Quant, u32::MAX).await? {
+    for (latest, others_of_type) in store.latest_digests_by_type(Suite::Quant).await? {
         let Some(node) = summaries.get(&latest.node_id) else { continue };
         let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type) {
             (Some(price), _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),
@@ -80,6 +81,7 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
             hourly_usd,
             price_source,
             best_throughput_rps: digest.best_throughput_rps,
+            others_of_type,
             hardware,
         });
     }

@@ -109,6 +109,7 @@ struct DigestRow {
     run_id: String,
     node_id: String,
     hostname: String,
+    instance_type: Option<String>,
     started_at_ms: i64,
     digest_version: i64,
     digest: Option<String>,
@@ -125,7 +126,8 @@ struct RunMeasurementRow {
 /// backends' bind limits).
 const DIGEST_CHUNK: usize = 500;
 
-const DIGEST_SELECT: &str = "SELECT rs.run_id, rs.node_id, n.hostname, rs.started_at_ms, rs.digest_version, rs.digest";
+const DIGEST_SELECT: &str =
+    "SELECT rs.run_id, rs.node_id, n.hostname, n.instance_type, rs.started_at_ms, rs.digest_version, rs.digest";
 
 const RUN_SELECT: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
      r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count";
@@ -287,9 +289,34 @@ impl Store {
     /// Each node's newest run holding `suite`, with that suite's digest, newest first, at most
     /// `limit`: a row per node, read off `node_latest`.
     pub async fn latest_digests(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
-        let rows: Vec<DigestRow> =
-            sqlx::query_as(AssertSqlSafe(latest_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?;
+        let rows = self.latest_rows(suite, limit).await?;
         self.resolve_digests(suite, rows).await
+    }
+
+    /// Per instance type (a node without one is its own type), the newest run holding `suite`
+    /// of its nodes, and how many other nodes of that type have one; newest first. Nodes of one
+    /// type are one kind of hardware: a fleet of thousands is a handful of candidates, and only
+    /// their digests are read.
+    pub async fn latest_digests_by_type(&self, suite: Suite) -> anyhow::Result<Vec<(RunDigest, u32)>> {
+        let kind = |row: &DigestRow| row.instance_type.clone().unwrap_or_else(|| format!("node {}", row.node_id));
+        let mut newest: Vec<DigestRow> = Vec::new();
+        let mut others: HashMap<String, u32> = HashMap::new();
+        for row in self.latest_rows(suite, u32::MAX).await? {
+            match others.get_mut(&kind(&row)) {
+                Some(count) => *count += 1,
+                None => {
+                    others.insert(kind(&row), 0);
+                    newest.push(row);
+                }
+            }
+        }
+        let kinds: Vec<String> = newest.iter().map(kind).collect();
+        let digests = self.resolve_digests(suite, newest).await?;
+        Ok(digests.into_iter().zip(kinds).map(|(digest, kind)| (digest, others[&kind])).collect())
+    }
+
+    async fn latest_rows(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<DigestRow>> {
+        Ok(sqlx::query_as(AssertSqlSafe(latest_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?)
     }
 
     /// The newest `limit` runs of `node_id` holding `suite`, with that suite's digest, newest first.
