@@ -47,12 +47,13 @@ pub async fn fleet(store: &Store, caller: &Caller) -> Result<FleetView, ApiError
 /// catalog), and the load-tested services, for the Planner and Right-sizing.
 pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, ApiError> {
     caller.require(Role::Viewer)?;
-    let summaries: HashMap<String, NodeSummary> =
-        store.list_nodes().await?.into_iter().map(|n| (n.node_id.clone(), n)).collect();
-    // A fleet has many nodes of few instance types: each is looked up once.
+    let candidates = store.latest_digests_by_type(Suite::Quant).await?;
+    let ids: Vec<String> = candidates.iter().map(|(d, _)| d.node_id.clone()).collect();
+    let summaries = store.nodes_by_id(&ids).await?;
+    // A price is looked up once per instance type.
     let mut catalog: HashMap<String, Option<(f64, String)>> = HashMap::new();
     let mut nodes = Vec::new();
-    for (latest, others_of_type) in store.latest_digests_by_type(Suite::Quant).await? {
+    for (latest, others_of_type) in candidates {
         let Some(node) = summaries.get(&latest.node_id) else { continue };
         let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type) {
             (Some(price), _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),

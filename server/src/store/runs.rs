@@ -109,7 +109,6 @@ struct DigestRow {
     run_id: String,
     node_id: String,
     hostname: String,
-    instance_type: Option<String>,
     started_at_ms: i64,
     digest_version: i64,
     digest: Option<String>,
@@ -126,8 +125,7 @@ struct RunMeasurementRow {
 /// backends' bind limits).
 const DIGEST_CHUNK: usize = 500;
 
-const DIGEST_SELECT: &str =
-    "SELECT rs.run_id, rs.node_id, n.hostname, n.instance_type, rs.started_at_ms, rs.digest_version, rs.digest";
+const DIGEST_SELECT: &str = "SELECT rs.run_id, rs.node_id, n.hostname, rs.started_at_ms, rs.digest_version, rs.digest";
 
 const RUN_SELECT: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
      r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count";
@@ -256,25 +254,12 @@ impl Store {
 
     /// Every node, most recently seen first.
     pub async fn list_nodes(&self) -> anyhow::Result<Vec<NodeSummary>> {
-        let rows: Vec<NodeRow> = sqlx::query_as(LIST_NODES).fetch_all(&self.pool).await?;
+        let rows: Vec<NodeRow> = sqlx::query_as(AssertSqlSafe(list_nodes_sql())).fetch_all(&self.pool).await?;
         let memcpy = self.latest_memcpy().await?;
         rows.into_iter()
             .map(|r| {
-                Ok(NodeSummary {
-                    memcpy_bytes_per_second: memcpy.get(&r.id).copied(),
-                    gpus: serde_json::from_str::<Vec<GpuInfo>>(&r.gpus_json)?,
-                    node_id: r.id,
-                    hostname: r.hostname,
-                    cpu_model: r.cpu_model,
-                    cpu_cores: r.cpu_cores as u32,
-                    memory_bytes: r.memory_bytes as u64,
-                    kernel: r.kernel,
-                    instance_type: r.instance_type,
-                    hourly_usd: r.hourly_usd,
-                    first_seen_ms: r.first_seen_ms,
-                    last_seen_ms: r.last_seen_ms,
-                    run_count: r.run_count as u64,
-                })
+                let bandwidth = memcpy.get(&r.id).copied();
+                node_summary(r, bandwidth)
             })
             .collect()
     }
@@ -298,21 +283,60 @@ impl Store {
     /// type are one kind of hardware: a fleet of thousands is a handful of candidates, and only
     /// their digests are read.
     pub async fn latest_digests_by_type(&self, suite: Suite) -> anyhow::Result<Vec<(RunDigest, u32)>> {
-        let kind = |row: &DigestRow| row.instance_type.clone().unwrap_or_else(|| format!("node {}", row.node_id));
-        let mut newest: Vec<DigestRow> = Vec::new();
+        // Every node's newest run id (a short row each), then the digests of one per type.
+        let latest: Vec<(String, String, Option<String>)> =
+            sqlx::query_as(LATEST_RUN_IDS).bind(suite.as_str()).fetch_all(&self.pool).await?;
+        let mut chosen: Vec<String> = Vec::new();
+        let mut kind_of_run: HashMap<String, String> = HashMap::new();
         let mut others: HashMap<String, u32> = HashMap::new();
-        for row in self.latest_rows(suite, u32::MAX).await? {
-            match others.get_mut(&kind(&row)) {
+        for (run_id, node_id, instance_type) in latest {
+            let kind = instance_type.unwrap_or_else(|| format!("node {node_id}"));
+            match others.get_mut(&kind) {
                 Some(count) => *count += 1,
                 None => {
-                    others.insert(kind(&row), 0);
-                    newest.push(row);
+                    others.insert(kind.clone(), 0);
+                    kind_of_run.insert(run_id.clone(), kind);
+                    chosen.push(run_id);
                 }
             }
         }
-        let kinds: Vec<String> = newest.iter().map(kind).collect();
-        let digests = self.resolve_digests(suite, newest).await?;
-        Ok(digests.into_iter().zip(kinds).map(|(digest, kind)| (digest, others[&kind])).collect())
+        let mut rows: Vec<DigestRow> = Vec::new();
+        for chunk in chosen.chunks(DIGEST_CHUNK) {
+            let mut query = sqlx::query_as(AssertSqlSafe(digests_of_runs_sql(chunk.len()))).bind(suite.as_str());
+            for id in chunk {
+                query = query.bind(id);
+            }
+            rows.extend(query.fetch_all(&self.pool).await?);
+        }
+        rows.sort_by(|a, b| b.started_at_ms.cmp(&a.started_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
+        let digests = self.resolve_digests(suite, rows).await?;
+        Ok(digests
+            .into_iter()
+            .map(|d| {
+                let others = others[&kind_of_run[&d.run_id.to_string()]];
+                (d, others)
+            })
+            .collect())
+    }
+
+    /// The nodes `ids` as the nodes table holds them: without the memcpy figure, which only
+    /// [`Store::list_nodes`] reads.
+    pub async fn nodes_by_id(&self, ids: &[String]) -> anyhow::Result<HashMap<String, NodeSummary>> {
+        let mut nodes = HashMap::new();
+        for chunk in ids.chunks(DIGEST_CHUNK) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let mut query = sqlx::query_as::<_, NodeRow>(AssertSqlSafe(format!(
+                "{NODE_COLUMNS} WHERE n.id IN ({})",
+                placeholders.join(", ")
+            )));
+            for id in chunk {
+                query = query.bind(id);
+            }
+            for row in query.fetch_all(&self.pool).await? {
+                nodes.insert(row.id.clone(), node_summary(row, None)?);
+            }
+        }
+        Ok(nodes)
     }
 
     async fn latest_rows(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<DigestRow>> {
@@ -453,9 +477,43 @@ impl Store {
     }
 }
 
-const LIST_NODES: &str = "SELECT n.id, n.hostname, n.cpu_model, n.cpu_cores, n.memory_bytes, n.kernel, \
-     n.instance_type, n.hourly_usd, n.gpus_json, n.first_seen_ms, n.last_seen_ms, n.run_count FROM nodes n \
-     ORDER BY n.last_seen_ms DESC, n.id";
+const NODE_COLUMNS: &str = "SELECT n.id, n.hostname, n.cpu_model, n.cpu_cores, n.memory_bytes, n.kernel, \
+     n.instance_type, n.hourly_usd, n.gpus_json, n.first_seen_ms, n.last_seen_ms, n.run_count FROM nodes n";
+
+fn list_nodes_sql() -> String {
+    format!("{NODE_COLUMNS} ORDER BY n.last_seen_ms DESC, n.id")
+}
+
+/// Each node's newest run id with the suite `$1`, its node and instance type, newest first.
+const LATEST_RUN_IDS: &str = "SELECT l.run_id, l.node_id, n.instance_type FROM node_latest l \
+     JOIN nodes n ON n.id = l.node_id WHERE l.suite = $1 ORDER BY l.started_at_ms DESC, l.run_id";
+
+/// The suite `$1` of `runs` runs (`$2`…).
+fn digests_of_runs_sql(runs: usize) -> String {
+    let placeholders: Vec<String> = (2..runs + 2).map(|i| format!("${i}")).collect();
+    format!(
+        "{DIGEST_SELECT} FROM run_suites rs JOIN nodes n ON n.id = rs.node_id WHERE rs.suite = $1 AND rs.run_id IN ({})",
+        placeholders.join(", ")
+    )
+}
+
+fn node_summary(r: NodeRow, memcpy_bytes_per_second: Option<f64>) -> anyhow::Result<NodeSummary> {
+    Ok(NodeSummary {
+        memcpy_bytes_per_second,
+        gpus: serde_json::from_str::<Vec<GpuInfo>>(&r.gpus_json)?,
+        node_id: r.id,
+        hostname: r.hostname,
+        cpu_model: r.cpu_model,
+        cpu_cores: r.cpu_cores as u32,
+        memory_bytes: r.memory_bytes as u64,
+        kernel: r.kernel,
+        instance_type: r.instance_type,
+        hourly_usd: r.hourly_usd,
+        first_seen_ms: r.first_seen_ms,
+        last_seen_ms: r.last_seen_ms,
+        run_count: r.run_count as u64,
+    })
+}
 
 /// Each node's newest run with the suite `$1`, newest first: a walk of `node_latest_by_start`
 /// and a key lookup per node.
@@ -529,10 +587,12 @@ fn list_runs_sql(filter: &RunFilter) -> (String, Vec<String>) {
 pub(super) fn page_reads(node: &str, run_id: &str) -> Vec<(String, String, Vec<String>)> {
     let text = |values: &[&str]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
     let mut reads = vec![
-        ("nodes".to_string(), LIST_NODES.to_string(), vec![]),
+        ("nodes".to_string(), list_nodes_sql(), vec![]),
         ("run by id".into(), run_by_id_sql(), text(&[run_id])),
         ("a run's measurements".into(), run_measurements_sql(false), text(&[run_id])),
         ("each node's latest transport run".into(), latest_digests_sql(100), text(&["transport"])),
+        ("each node's latest quant run id".into(), LATEST_RUN_IDS.to_string(), text(&["quant"])),
+        ("quant digests of chosen runs".into(), digests_of_runs_sql(1), text(&["quant", run_id])),
         ("a node's quant runs".into(), node_digests_sql(30), text(&[node, "quant"])),
         ("measurements of stale digests".into(), suite_measurements_sql(2), text(&["quant", run_id, node])),
     ];
