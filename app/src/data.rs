@@ -83,6 +83,10 @@ impl MeasuredService {
     }
 }
 
+/// How many nodes' transport runs the Transport page offers, the nodes measured last: its
+/// picker stays usable and its data small on a fleet of thousands.
+pub const TRANSPORT_NODES: u32 = 100;
+
 /// One node's transport run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransportRun {

@@ -36,6 +36,9 @@ pub fn decode_json(bytes: &[u8]) -> Result<RunUpload, ApiError> {
 
 /// Stores a run for `agent`, one that a door's decoder ([`decode_json`],
 /// [`proto::decode_upload`]) returned and so validated.
+/// How far ahead of the server's clock a run may say it started: clocks drift, but not by days.
+pub const MAX_CLOCK_AHEAD_MS: i64 = 24 * 3_600_000;
+
 pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Door) -> Result<IngestAck, ApiError> {
     debug_assert_eq!(run.validate(), Ok(()), "ingest is given decoded, valid runs");
     // Decoding histograms is CPU work: off the async workers, for the runs that carry any.
@@ -52,6 +55,13 @@ pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Do
     if let Err(err) = checked {
         rejected(door);
         return Err(err.into());
+    }
+    // A run dated ahead of the server's clock would stand as its node's newest run (and for its
+    // instance type on Right-sizing) until the clock caught up with it.
+    if run.started_at_ms > crate::store::now_ms() + MAX_CLOCK_AHEAD_MS {
+        rejected(door);
+        let reason = "is more than a day ahead of the server's clock; check the node's clock (NTP)";
+        return Err(ApiError::Invalid(model::FieldError::new("started_at_ms", reason)));
     }
     let outcome = match store.insert_run(&agent.id, &run).await {
         Ok(outcome) => outcome,

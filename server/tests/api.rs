@@ -458,3 +458,25 @@ async fn health_readiness_metrics_and_openapi() {
         db.drop_database().await;
     }
 }
+
+#[tokio::test]
+async fn a_run_dated_more_than_a_day_ahead_is_refused_through_both_doors() {
+    let db = common::sqlite();
+    let app = spawn(&db).await;
+    let agent = app.agent_token("agent-a").await;
+    let mut run = sample_run("node-1");
+    run.started_at_ms = headroom_server::store::now_ms() + headroom_server::ingest::MAX_CLOCK_AHEAD_MS + 60_000;
+    run.finished_at_ms = run.started_at_ms + 5_000;
+    let (status, body) = post_json(&app, Some(&agent), serde_json::to_string(&run).unwrap()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body.to_string().contains("started_at_ms"), "{body}");
+    let err = grpc(&app, Some(&agent), (&run).into()).await.expect_err("refused over gRPC too");
+    assert!(err.message().contains("started_at_ms"), "{err:?}");
+    assert_eq!(app.counts().await, (0, 0), "nothing stored");
+    // A node's clock a few minutes fast is fine.
+    run.started_at_ms = headroom_server::store::now_ms() + 5 * 60_000;
+    run.finished_at_ms = run.started_at_ms + 5_000;
+    let (status, body) = post_json(&app, Some(&agent), serde_json::to_string(&run).unwrap()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    app.stop().await;
+}

@@ -441,6 +441,20 @@ async fn each_nodes_latest_run_is_read_from_its_digest_and_older_rows_are_recomp
         .unwrap();
         assert_eq!(stale, 0, "{backend}");
         check(store.latest_digests(Suite::Transport, 100).await.unwrap(), Suite::Transport, "backfilled");
+        // A newer node of the type whose latency cases all failed does not stand for it; the
+        // newest run that measured one does. A node priced by its operator is a kind of its own.
+        let mut failed = fleet_run("node-c", t0 + 180_000, 1.0);
+        for m in failed.measurements.iter_mut().filter(|m| m.suite == Suite::Quant) {
+            m.status = model::MeasurementStatus::Failed;
+            m.stats = None;
+        }
+        store.insert_run(&agent_id, &failed).await.unwrap();
+        let mut priced = fleet_run("node-d", t0 + 30_000, 1.0);
+        priced.node.hourly_usd = Some(0.2);
+        store.insert_run(&agent_id, &priced).await.unwrap();
+        let by_type = store.latest_digests_by_type(Suite::Quant).await.unwrap();
+        let chosen: Vec<_> = by_type.iter().map(|(d, others)| (d.run_id, *others)).collect();
+        assert_eq!(chosen, vec![(runs[2].run_id, 2), (priced.run_id, 0)], "{backend}");
         conn.close().await.ok();
         store.close().await;
         db.drop_database().await;

@@ -190,6 +190,7 @@ pub fn TransportPage() -> impl IntoView {
 #[component]
 fn Runs(form: Form, runs: Vec<TransportRun>) -> impl IntoView {
     let picked = RwSignal::new(0usize);
+    let count = runs.len();
     let options = runs
         .iter()
         .enumerate()
@@ -203,6 +204,9 @@ fn Runs(form: Form, runs: Vec<TransportRun>) -> impl IntoView {
             <select id="transport-node" on:change=move |ev| picked.set(event_target_value(&ev).parse().unwrap_or(0))>
                 {options.into_iter().map(|(i, label)| view! { <option value=i.to_string()>{label}</option> }).collect_view()}
             </select>
+            {(count >= crate::data::TRANSPORT_NODES as usize).then(|| view! {
+                <p class="hint">{format!("The {count} nodes measured last; every run stays on its node's runs in the Fleet.")}</p>
+            })}
         </div>
         {move || match result.get() {
             Err(errors) => view! {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use app::data::{MeasuredFleet, MeasuredNode, MeasuredService, TransportRun};
+use app::data::{MeasuredFleet, MeasuredNode, MeasuredService, TRANSPORT_NODES, TransportRun};
 use axum::Json;
 use axum::extract::State;
 use model::{FleetView, NodeSummary, Suite, wire::measured};
@@ -17,10 +17,6 @@ use crate::store::{RunFilter, Store};
 
 /// How many runs the Fleet page lists.
 const RECENT_RUNS: u32 = 20;
-
-/// How many nodes' transport runs the Transport page offers (the nodes measured last): its
-/// picker stays usable and its data small on a fleet of thousands.
-const TRANSPORT_NODES: u32 = 100;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list))

@@ -121,6 +121,18 @@ struct RunMeasurementRow {
     measurement: MeasurementRow,
 }
 
+/// What [`Store::latest_digests_by_type`] takes for one kind of hardware.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum HardwareKind {
+    /// An instance type, at the hourly price its nodes' operator gave (bits of the f64), if any.
+    Type(String, Option<u64>),
+    /// A node that gave no instance type.
+    Node(String),
+}
+
+/// Runs the start-up backfill reads and rewrites at a time: a run may hold 10 000 measurements.
+const BACKFILL_BATCH: usize = 50;
+
 /// Runs whose digests are computed or rewritten per query (one bind each, far below both
 /// backends' bind limits).
 const DIGEST_CHUNK: usize = 500;
@@ -283,40 +295,55 @@ impl Store {
     /// type are one kind of hardware: a fleet of thousands is a handful of candidates, and only
     /// their digests are read.
     pub async fn latest_digests_by_type(&self, suite: Suite) -> anyhow::Result<Vec<(RunDigest, u32)>> {
-        // Every node's newest run id (a short row each), then the digests of one per type.
-        let latest: Vec<(String, String, Option<String>)> =
+        // Every node's newest run id (a short row each), newest first, grouped by kind.
+        let latest: Vec<(String, String, Option<String>, Option<f64>)> =
             sqlx::query_as(LATEST_RUN_IDS).bind(suite.as_str()).fetch_all(&self.pool).await?;
-        let mut chosen: Vec<String> = Vec::new();
-        let mut kind_of_run: HashMap<String, String> = HashMap::new();
-        let mut others: HashMap<String, u32> = HashMap::new();
-        for (run_id, node_id, instance_type) in latest {
-            let kind = instance_type.unwrap_or_else(|| format!("node {node_id}"));
-            match others.get_mut(&kind) {
-                Some(count) => *count += 1,
-                None => {
-                    others.insert(kind.clone(), 0);
-                    kind_of_run.insert(run_id.clone(), kind);
-                    chosen.push(run_id);
+        let mut kinds: Vec<Vec<String>> = Vec::new();
+        let mut index: HashMap<HardwareKind, usize> = HashMap::new();
+        for (run_id, node_id, instance_type, hourly_usd) in latest {
+            // Nodes priced by their operator are of one kind only at one price; a node without
+            // an instance type is a kind of its own.
+            let kind = match instance_type {
+                Some(instance_type) => HardwareKind::Type(instance_type, hourly_usd.map(f64::to_bits)),
+                None => HardwareKind::Node(node_id),
+            };
+            let at = *index.entry(kind).or_insert_with(|| {
+                kinds.push(Vec::new());
+                kinds.len() - 1
+            });
+            kinds[at].push(run_id);
+        }
+        // A kind's newest run stands for it, or where that measured no latency (every case
+        // failed or was skipped), the newest one that did.
+        let mut chosen: Vec<(RunDigest, u32)> = Vec::new();
+        let mut open: Vec<usize> = (0..kinds.len()).collect();
+        for round in 0.. {
+            open.retain(|&k| round < kinds[k].len());
+            if open.is_empty() {
+                break;
+            }
+            let ids: Vec<String> = open.iter().map(|&k| kinds[k][round].clone()).collect();
+            let mut rows: Vec<DigestRow> = Vec::new();
+            for chunk in ids.chunks(DIGEST_CHUNK) {
+                let mut query = sqlx::query_as(AssertSqlSafe(digests_of_runs_sql(chunk.len()))).bind(suite.as_str());
+                for id in chunk {
+                    query = query.bind(id);
                 }
+                rows.extend(query.fetch_all(&self.pool).await?);
             }
+            let stored_ids: Vec<String> = rows.iter().map(|r| r.run_id.clone()).collect();
+            let mut found: HashMap<String, RunDigest> =
+                stored_ids.into_iter().zip(self.resolve_digests(suite, rows).await?).collect();
+            open.retain(|&k| match found.remove(&kinds[k][round]) {
+                Some(digest) if !digest.digest.perf.is_empty() || suite != Suite::Quant => {
+                    chosen.push((digest, (kinds[k].len() - 1) as u32));
+                    false
+                }
+                _ => true,
+            });
         }
-        let mut rows: Vec<DigestRow> = Vec::new();
-        for chunk in chosen.chunks(DIGEST_CHUNK) {
-            let mut query = sqlx::query_as(AssertSqlSafe(digests_of_runs_sql(chunk.len()))).bind(suite.as_str());
-            for id in chunk {
-                query = query.bind(id);
-            }
-            rows.extend(query.fetch_all(&self.pool).await?);
-        }
-        rows.sort_by(|a, b| b.started_at_ms.cmp(&a.started_at_ms).then_with(|| a.run_id.cmp(&b.run_id)));
-        let digests = self.resolve_digests(suite, rows).await?;
-        Ok(digests
-            .into_iter()
-            .map(|d| {
-                let others = others[&kind_of_run[&d.run_id.to_string()]];
-                (d, others)
-            })
-            .collect())
+        chosen.sort_by(|a, b| b.0.started_at_ms.cmp(&a.0.started_at_ms).then_with(|| a.0.run_id.cmp(&b.0.run_id)));
+        Ok(chosen)
     }
 
     /// The nodes `ids` as the nodes table holds them: without the memcpy figure, which only
@@ -361,14 +388,20 @@ impl Store {
                 .then(|| row.digest.as_deref().and_then(|json| serde_json::from_str::<SuiteDigest>(json).ok()))
                 .flatten()
         };
-        let stale: Vec<String> = rows.iter().filter(|r| stored(r).is_none()).map(|r| r.run_id.clone()).collect();
-        let mut computed = self.compute_digests(suite, &stale).await?;
-        rows.into_iter()
+        let parsed: Vec<(DigestRow, Option<SuiteDigest>)> = rows
+            .into_iter()
             .map(|row| {
-                let digest = match stored(&row) {
-                    Some(digest) => digest,
-                    None => computed.remove(&row.run_id).unwrap_or_default(),
-                };
+                let digest = stored(&row);
+                (row, digest)
+            })
+            .collect();
+        let stale: Vec<String> =
+            parsed.iter().filter(|(_, digest)| digest.is_none()).map(|(row, _)| row.run_id.clone()).collect();
+        let computed = self.compute_digests(suite, &stale).await?;
+        parsed
+            .into_iter()
+            .map(|(row, digest)| {
+                let digest = digest.or_else(|| computed.get(&row.run_id).cloned()).unwrap_or_default();
                 Ok(RunDigest {
                     run_id: Uuid::parse_str(&row.run_id)?,
                     node_id: row.node_id,
@@ -394,24 +427,25 @@ impl Store {
                 by_run.entry(row.run_id).or_default().push(Measurement::try_from(row.measurement)?);
             }
             for id in chunk {
-                let measurements = by_run.remove(id).unwrap_or_default();
-                digests.insert(id.clone(), measured::digest(suite, id, &measurements));
+                let measurements = by_run.get(id).map(Vec::as_slice).unwrap_or_default();
+                digests.insert(id.clone(), measured::digest(suite, id, measurements));
             }
         }
         Ok(digests)
     }
 
     /// Rewrites, a batch at a time, every digest stored before digests existed or by an older
-    /// reading of runs ([`DIGEST_VERSION`]); returns how many. Safe to run on several replicas
-    /// at once: each writes the same digest.
+    /// reading of runs ([`DIGEST_VERSION`]); returns how many. Replicas may run it at once: each
+    /// writes the same digest, in key order (so two never wait on each other crosswise), and
+    /// never over a newer reading a newer server stored.
     pub async fn refresh_digests(&self) -> anyhow::Result<u64> {
         let mut after = (String::new(), String::new());
         let mut rewritten = 0;
         loop {
-            // Walks the primary key once; a current row costs a comparison.
+            // A range of the primary key, from where the last batch ended.
             let stale: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(format!(
-                "SELECT suite, run_id FROM run_suites WHERE (suite > $1 OR (suite = $1 AND run_id > $2)) \
-                 AND digest_version <> {DIGEST_VERSION} ORDER BY suite, run_id LIMIT {DIGEST_CHUNK}"
+                "SELECT suite, run_id FROM run_suites WHERE (suite, run_id) > ($1, $2) \
+                 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) ORDER BY suite, run_id LIMIT {BACKFILL_BATCH}"
             )))
             .bind(&after.0)
             .bind(&after.1)
@@ -424,12 +458,13 @@ impl Store {
             }
             for (suite_name, run_ids) in by_suite {
                 let Ok(suite) = Suite::parse(&suite_name) else { continue };
-                let digests = self.compute_digests(suite, &run_ids).await?;
+                let digests: BTreeMap<String, SuiteDigest> =
+                    self.compute_digests(suite, &run_ids).await?.into_iter().collect();
                 let (_writing, mut tx) = self.begin_write().await?;
                 for (run_id, digest) in digests {
                     rewritten += sqlx::query(AssertSqlSafe(format!(
                         "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1 \
-                         WHERE suite = $2 AND run_id = $3 AND digest_version <> {DIGEST_VERSION}"
+                         WHERE suite = $2 AND run_id = $3 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL)"
                     )))
                     .bind(serde_json::to_string(&digest)?)
                     .bind(&suite_name)
@@ -484,8 +519,8 @@ fn list_nodes_sql() -> String {
     format!("{NODE_COLUMNS} ORDER BY n.last_seen_ms DESC, n.id")
 }
 
-/// Each node's newest run id with the suite `$1`, its node and instance type, newest first.
-const LATEST_RUN_IDS: &str = "SELECT l.run_id, l.node_id, n.instance_type FROM node_latest l \
+/// Each node's newest run id with the suite `$1`, its node, instance type and price, newest first.
+const LATEST_RUN_IDS: &str = "SELECT l.run_id, l.node_id, n.instance_type, n.hourly_usd FROM node_latest l \
      JOIN nodes n ON n.id = l.node_id WHERE l.suite = $1 ORDER BY l.started_at_ms DESC, l.run_id";
 
 /// The suite `$1` of `runs` runs (`$2`…).
