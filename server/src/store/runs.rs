@@ -286,7 +286,8 @@ impl Store {
     /// Each node's newest run holding `suite`, with that suite's digest, newest first, at most
     /// `limit`: a row per node, read off `node_latest`.
     pub async fn latest_digests(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
-        let rows = self.latest_rows(suite, limit).await?;
+        let rows: Vec<DigestRow> =
+            sqlx::query_as(AssertSqlSafe(latest_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?;
         self.resolve_digests(suite, rows).await
     }
 
@@ -351,10 +352,9 @@ impl Store {
     pub async fn nodes_by_id(&self, ids: &[String]) -> anyhow::Result<HashMap<String, NodeSummary>> {
         let mut nodes = HashMap::new();
         for chunk in ids.chunks(DIGEST_CHUNK) {
-            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
             let mut query = sqlx::query_as::<_, NodeRow>(AssertSqlSafe(format!(
                 "{NODE_COLUMNS} WHERE n.id IN ({})",
-                placeholders.join(", ")
+                placeholders(1, chunk.len())
             )));
             for id in chunk {
                 query = query.bind(id);
@@ -364,10 +364,6 @@ impl Store {
             }
         }
         Ok(nodes)
-    }
-
-    async fn latest_rows(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<DigestRow>> {
-        Ok(sqlx::query_as(AssertSqlSafe(latest_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?)
     }
 
     /// The newest `limit` runs of `node_id` holding `suite`, with that suite's digest, newest first.
@@ -525,10 +521,9 @@ const LATEST_RUN_IDS: &str = "SELECT l.run_id, l.node_id, n.instance_type, n.hou
 
 /// The suite `$1` of `runs` runs (`$2`…).
 fn digests_of_runs_sql(runs: usize) -> String {
-    let placeholders: Vec<String> = (2..runs + 2).map(|i| format!("${i}")).collect();
     format!(
         "{DIGEST_SELECT} FROM run_suites rs JOIN nodes n ON n.id = rs.node_id WHERE rs.suite = $1 AND rs.run_id IN ({})",
-        placeholders.join(", ")
+        placeholders(2, runs)
     )
 }
 
@@ -569,13 +564,17 @@ fn node_digests_sql(limit: u32) -> String {
 
 /// The measurements of suite `$1` of `runs` runs (`$2`…), without histograms.
 fn suite_measurements_sql(runs: usize) -> String {
-    let placeholders: Vec<String> = (2..runs + 2).map(|i| format!("${i}")).collect();
     format!(
         "SELECT run_id, suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, \
          p999, ci95_low, ci95_high, floor_name, floor_value, CAST(NULL AS TEXT) AS histogram FROM measurements \
          WHERE suite = $1 AND run_id IN ({}) ORDER BY run_id, seq",
-        placeholders.join(", ")
+        placeholders(2, runs)
     )
+}
+
+/// `$first, $first+1, …`, `count` of them.
+fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
 fn run_by_id_sql() -> String {
@@ -659,11 +658,10 @@ async fn insert_measurements(
          mean, p50, p90, p99, p999, ci95_low, ci95_high, floor_name, floor_value, histogram) VALUES ",
     );
     for row in 0..chunk.len() {
-        let placeholders: Vec<String> = (1..=COLUMNS).map(|c| format!("${}", row * COLUMNS + c)).collect();
         if row > 0 {
             sql.push_str(", ");
         }
-        sql.push_str(&format!("({})", placeholders.join(", ")));
+        sql.push_str(&format!("({})", placeholders(row * COLUMNS + 1, COLUMNS)));
     }
     let mut query = sqlx::query(AssertSqlSafe(sql));
     for (offset, m) in chunk.iter().enumerate() {
