@@ -49,8 +49,7 @@ impl Benchmark for QuantSuite {
         // The core's limits, ONNX Runtime, each GEMM shape, then the MLP.
         progress.start("quant", shapes.len() as u64 + 3);
         progress.step("the core's clock and peak per instruction");
-        let limits = shapes::Limits::measure();
-        out.extend(limits.measurements(&features));
+        let mut limits = shapes::Limits::measure();
         progress.step("ONNX Runtime on the same shapes (one thread)");
         let limit = budget * 8 * shapes.len() as u32 + Duration::from_secs(120);
         let anchor = match onnxruntime::measure(&shapes, budget, limit) {
@@ -63,17 +62,14 @@ impl Benchmark for QuantSuite {
                 None
             }
         };
-        let cx = shapes::Context {
-            budget,
-            features: &features,
-            every_path: !effort.quick,
-            limits: &limits,
-            anchor: anchor.as_ref(),
-        };
+        let cx = shapes::Context { budget, features: &features, every_path: !effort.quick, anchor: anchor.as_ref() };
         for &(batch, n) in &shapes {
             progress.step(&format!("GEMM {batch} × {n} × {n}"));
+            limits.remeasure();
             shapes::gemm_cases(batch, n, &cx, &mut out);
         }
+        out.extend(limits.measurements(&features));
+        limits.against_peaks(&mut out);
         progress.step("the digits MLP (training is cached)");
         mlp_cases(budget, &features, &mut out, progress)?;
         progress.finish();
