@@ -63,7 +63,7 @@ fn documents() -> Vec<Value> {
 #[test]
 fn manifests_pass_strict_schema_validation_on_two_kubernetes_versions() {
     let files = manifests();
-    assert!(files.len() >= 7, "{files:?}");
+    assert!(files.len() >= 8, "{files:?}");
     for version in VERSIONS {
         let out = validate(version, &files);
         assert!(out.status.success(), "Kubernetes {version}: {}", text(&out));
@@ -140,8 +140,8 @@ async fn containers_match_the_binaries_and_the_probes_answer_on_the_real_server(
     let pods = pod_specs(&documents);
     assert_eq!(
         pods.len(),
-        3,
-        "server, agent DaemonSet, agent CronJob: {:?}",
+        4,
+        "server, retention CronJob, agent DaemonSet, agent CronJob: {:?}",
         pods.iter().map(|p| &p.0).collect::<Vec<_>>()
     );
 

@@ -88,6 +88,19 @@ impl Date {
         i64::from(later.days) - i64::from(self.days)
     }
 
+    /// The first day of the month `months` calendar months before the one `self` is in (its
+    /// own month's first day for 0); 1970-01-01 at the earliest.
+    pub fn first_of_month_back(self, months: u32) -> Date {
+        let (year, month, _) = self.ymd();
+        let index = (year * 12 + i64::from(month) - 1 - i64::from(months)).max(1970 * 12);
+        Date::from_ymd(index.div_euclid(12) as u32, (index.rem_euclid(12) + 1) as u32, 1)
+    }
+
+    /// Unix time in milliseconds of the date's first instant (UTC).
+    pub fn unix_ms(self) -> i64 {
+        i64::from(self.days) * 86_400_000
+    }
+
     /// The first and last day of the calendar month before the one `self` is in.
     pub fn previous_month(self) -> (Date, Date) {
         let (year, month, _) = self.ymd();
@@ -152,6 +165,17 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn months_back_cross_years_and_stop_at_1970() {
+        let day = Date::parse("2026-03-17").unwrap();
+        assert_eq!(day.first_of_month_back(0).to_string(), "2026-03-01");
+        assert_eq!(day.first_of_month_back(3).to_string(), "2025-12-01");
+        assert_eq!(day.first_of_month_back(26).to_string(), "2024-01-01");
+        assert_eq!(day.first_of_month_back(10_000), Date::EPOCH);
+        assert_eq!(Date::parse("2026-12-01").unwrap().unix_ms(), 1_796_083_200_000);
+        assert_eq!(Date::from_unix_ms(1_796_083_200_000 - 1).to_string(), "2026-11-30");
+    }
 
     #[test]
     fn dates_that_exist_are_read_and_others_are_refused() {

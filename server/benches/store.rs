@@ -261,8 +261,8 @@ async fn ingest_against_copy(store: &Store, url: &str, agent: &str, from: usize)
     const RUNS: usize = 500;
     let took = fill(store, agent, from, from + RUNS, AGENTS).await;
     let ingest = (RUNS * PER_RUN) as f64 / took.as_secs_f64();
-    // The same rows as CSV, into an empty copy of the measurements table (its columns, keys
-    // and indexes; no foreign key to runs).
+    // The same rows as CSV, into an empty table of the measurements table's columns, key and
+    // indexes (one table: `LIKE` does not copy the partitioning).
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("measurements.csv");
     let mut text = String::new();
@@ -272,8 +272,9 @@ async fn ingest_against_copy(store: &Store, url: &str, agent: &str, from: usize)
             let s = m.stats.unwrap();
             let params = serde_json::to_string(&m.parameters).unwrap().replace('"', "\"\"");
             text.push_str(&format!(
-                "{},{seq},{},{},\"{params}\",{},ok,,{},{},{},{},{},{},{},{},,,\n",
+                "{},{seq},{},{},{},\"{params}\",{},ok,,{},{},{},{},{},{},{},{},,,\n",
                 r.run_id,
+                r.started_at_ms,
                 m.suite.as_str(),
                 m.case,
                 m.unit.as_str(),
@@ -297,8 +298,8 @@ async fn ingest_against_copy(store: &Store, url: &str, agent: &str, from: usize)
     psql("DROP TABLE IF EXISTS measurements_copy; CREATE TABLE measurements_copy (LIKE measurements INCLUDING ALL)");
     let start = Instant::now();
     psql(&format!(
-        "\\copy measurements_copy (run_id, seq, suite, case_name, parameters_json, unit, status, reason, samples, mean, \
-         p50, p90, p99, p999, ci95_low, ci95_high, floor_name, floor_value, histogram) FROM '{}' WITH (FORMAT csv)",
+        "\\copy measurements_copy (run_id, seq, started_at_ms, suite, case_name, parameters_json, unit, status, reason, \
+         samples, mean, p50, p90, p99, p999, ci95_low, ci95_high, floor_name, floor_value, histogram) FROM '{}' WITH (FORMAT csv)",
         csv.display()
     ));
     let copied = (RUNS * PER_RUN) as f64 / start.elapsed().as_secs_f64();

@@ -63,6 +63,21 @@ enum Command {
     /// Manage users and tokens.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Remove the measurements of runs older than the months kept, keeping every run's row and
+    /// the summaries (digests) the pages read. Postgres drops each old month's partition whole;
+    /// SQLite deletes a batch of runs at a time (its file does not shrink until `VACUUM`).
+    Retention {
+        /// Keep the current month and this many whole months before it (measurements of runs
+        /// started earlier, UTC, are removed).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1200))]
+        keep_months: u32,
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the outcome as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a completion script for SHELL to standard output
     /// (`cargo xtask dist` installs them under `share/`).
     Completions { shell: clap_complete::Shell },
@@ -156,12 +171,34 @@ async fn main() -> anyhow::Result<()> {
             store::sqlite_url(&cli.data_dir)
         }
     };
-    let store = Store::connect(&url).await?;
+    let store = match cli.command {
+        Command::Retention { .. } => Store::connect_current(&url).await?,
+        _ => Store::connect(&url).await?,
+    };
     match cli.command {
         Command::Serve { listen, site_root, tls_cert, tls_key, metrics_token } => {
             serve(store, listen, site_root, tls_cert.zip(tls_key), metrics_token).await
         }
         Command::Admin(command) => run_admin(&store, &cli.data_dir, command).await,
+        Command::Retention { keep_months, dry_run, json } => {
+            let before = model::calendar::Date::from_unix_ms(store::now_ms()).first_of_month_back(keep_months);
+            let done = store.remove_measurements_before(before, dry_run).await?;
+            if json {
+                println!("{}", serde_json::to_string(&done)?);
+            } else {
+                let verb = if dry_run { "would remove" } else { "removed" };
+                println!(
+                    "{verb} the {} measurements of {} runs started before {} (UTC); their runs and digests stay",
+                    done.measurements, done.runs, done.before
+                );
+                if !done.partitions.is_empty() {
+                    let dropped = if dry_run { "would drop" } else { "dropped" };
+                    println!("{dropped} partitions: {}", done.partitions.join(", "));
+                }
+            }
+            store.close().await;
+            Ok(())
+        }
         // Answered before the database is opened.
         Command::Completions { .. } | Command::Man { .. } => Ok(()),
     }

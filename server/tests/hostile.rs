@@ -1141,6 +1141,7 @@ fn typed_cases() -> Vec<GrpcCase> {
         ("started_at_ms = 0", 0, 1_796_000_005_000),
         ("started_at_ms = -1", -1, 1_796_000_005_000),
         ("started_at_ms = i64::MIN", i64::MIN, 1_796_000_005_000),
+        ("started_at_ms in 1999 (a partition per month back to 1970)", 946_684_799_999, 1_796_000_005_000),
         ("finished before started", 1_796_000_000_000, 1_795_999_999_999),
         ("finished_at_ms = 0", 1_796_000_000_000, 0),
         ("finished_at_ms = i64::MIN", 1_796_000_000_000, i64::MIN),
@@ -1152,10 +1153,16 @@ fn typed_cases() -> Vec<GrpcCase> {
     }
     add("gRPC numbers", "node.cpu_cores = 0".into(), &|r| node(r).cpu_cores = 0);
     add("gRPC numbers", "node.memory_bytes = 0".into(), &|r| node(r).memory_bytes = 0);
+    add("gRPC numbers", "node.memory_bytes = u64::MAX (no BIGINT holds it)".into(), &|r| {
+        node(r).memory_bytes = u64::MAX
+    });
     for (what, price) in [("NaN", f64::NAN), ("+inf", f64::INFINITY), ("-inf", f64::NEG_INFINITY), ("-1", -1.0)] {
         add("gRPC numbers", format!("node.hourly_usd = {what}"), &|r| node(r).hourly_usd = Some(price));
     }
     add("gRPC numbers", "stats.samples = 0".into(), &|r| r.measurements[0].stats.as_mut().unwrap().samples = 0);
+    add("gRPC numbers", "stats.samples = 2^63".into(), &|r| {
+        r.measurements[0].stats.as_mut().unwrap().samples = 1 << 63
+    });
     let stat_fields: [(&str, NumberOf<pb::Stats>); 7] = [
         ("mean", |s| &mut s.mean),
         ("p50", |s| &mut s.p50),

@@ -43,6 +43,46 @@ async fn a_run_reads_back_exactly_as_uploaded() {
     .await;
 }
 
+/// Text as a hostile or unlucky agent may send it reads back byte for byte: on Postgres the
+/// measurements go through `COPY`'s text format, where a tab, a line break, a backslash or a
+/// literal `\N` would otherwise split a row or become NULL.
+#[tokio::test]
+async fn text_that_copy_would_misread_reads_back_exactly() {
+    each_backend(|store, backend| async move {
+        let agent_id = agent(&store).await;
+        let mut run = sample_run("node-a");
+        let tricky = [
+            "a\tb",
+            "line\nbreak\r\n",
+            "back\\slash",
+            "\\N",
+            "\\.",
+            "</textarea><script>",
+            "=HYPERLINK(\"x\")",
+            "µs ✓",
+        ];
+        for (m, text) in run.measurements.iter_mut().zip(tricky.iter().cycle()) {
+            m.case = format!("case {text}");
+            m.parameters.insert(format!("k{text}"), text.to_string());
+            m.reason = Some(text.to_string());
+            m.floor = Some(model::Floor { name: text.to_string(), value: -0.0 });
+        }
+        run.measurements[0].reason = Some("\\N".into());
+        run.measurements[1].reason = None;
+        store.insert_run(&agent_id, &run).await.unwrap();
+        let detail = store.get_run(run.run_id).await.unwrap().expect("stored run");
+        assert_eq!(detail.measurements, run.measurements, "{backend}");
+        assert_eq!(detail.measurements[0].reason.as_deref(), Some("\\N"), "{backend}: text, not NULL");
+        // COPY's text form keeps the sign of zero (SQLite stores a whole REAL as an integer and
+        // gives back +0.0, as it did before COPY).
+        if backend == "postgres" {
+            let floor = detail.measurements[0].floor.as_ref().unwrap().value;
+            assert_eq!(floor.to_bits(), (-0.0f64).to_bits(), "{backend}: the sign of zero");
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_same_run_id_is_stored_once() {
     each_backend(|store, backend| async move {
@@ -469,16 +509,27 @@ async fn every_page_read_uses_an_index_not_a_scan_of_history() {
         // Shaped like a fleet's store, history much longer than the node list: a plan that reads
         // a node's whole history costs the planner more than one that reads a row per node.
         let mut last = None;
+        // Four hours apart: 40 days, three months, so three partitions of measurements on Postgres.
         for i in 0..240 {
-            let run = fleet_run(&format!("node-{}", i % 4), t0 + i * 60_000, 1.0);
+            let run = fleet_run(&format!("node-{}", i % 4), t0 + i * 4 * 3_600_000, 1.0);
             store.insert_run(&agent_id, &run).await.unwrap();
-            last = Some(run.run_id);
+            last = Some((run.run_id, run.started_at_ms));
         }
         store.analyze().await.unwrap();
-        let plans = store.query_plans("id-node-1", &last.unwrap().to_string()).await.unwrap();
+        let (last, started) = last.unwrap();
+        let plans = store.query_plans("id-node-1", &last.to_string(), started).await.unwrap();
         assert!(plans.len() >= 11, "{backend}: {plans:?}");
         for (read, plan) in &plans {
             eprintln!("{backend} · {read}:\n{plan}\n");
+            if backend == "postgres" && read.contains("measurements") {
+                // Pruned to the months of the runs read: one for a run, at most two for two.
+                let months: std::collections::BTreeSet<_> = plan
+                    .split_whitespace()
+                    .filter(|w| w.starts_with("measurements_y") && !w.ends_with("_pkey"))
+                    .collect();
+                let most = if read == "a run's measurements" { 1 } else { 2 };
+                assert!((1..=most).contains(&months.len()), "{backend} · {read} reads {months:?}:\n{plan}");
+            }
             // The node list is the one read of a whole table, and it holds a row per node.
             if read == "nodes" {
                 continue;
@@ -504,4 +555,159 @@ async fn every_page_read_uses_an_index_not_a_scan_of_history() {
         }
     })
     .await;
+}
+
+/// The partitions of `measurements` (Postgres), by name.
+async fn partitions(conn: &mut sqlx::AnyConnection) -> Vec<String> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT c.relname::TEXT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+         WHERE i.inhparent = 'measurements'::regclass ORDER BY 1",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap();
+    rows.into_iter().map(|(name,)| name).collect()
+}
+
+#[tokio::test]
+async fn retention_removes_whole_old_months_of_measurements_and_keeps_every_run_and_digest() {
+    use model::calendar::Date;
+    use sqlx::Connection;
+    for db in databases().await {
+        let backend = db.backend;
+        let postgres = backend == "postgres";
+        let store = Store::connect(&db.url).await.expect("connect");
+        let agent_id = agent(&store).await;
+        let day = |d: &str| Date::parse(d).unwrap().unix_ms();
+        // node-a at the last millisecond of January, the first of February and mid-March;
+        // node-b in January only.
+        let jan_a = fleet_run("node-a", day("2026-02-01") - 1, 3.0);
+        let feb_a = fleet_run("node-a", day("2026-02-01"), 2.0);
+        let mar_a = fleet_run("node-a", day("2026-03-15"), 1.0);
+        let jan_b = fleet_run("node-b", day("2026-01-02"), 1.5);
+        for run in [&jan_a, &feb_a, &mar_a, &jan_b] {
+            store.insert_run(&agent_id, run).await.unwrap();
+        }
+        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        if postgres {
+            let months = ["measurements_y2026m01", "measurements_y2026m02", "measurements_y2026m03"];
+            assert_eq!(partitions(&mut conn).await, months, "a partition per month, the edges in the right one");
+        }
+        let trend_before = store.node_digests("id-node-a", Suite::Quant, 30).await.unwrap();
+        let latest_before = store.latest_digests(Suite::Quant, 100).await.unwrap();
+        let same = |a: &[headroom_server::store::RunDigest], b: &[headroom_server::store::RunDigest]| {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(x, y)| x.run_id == y.run_id && same_digest(&x.digest, &y.digest))
+        };
+        let old_count: u64 = [&jan_a, &feb_a, &jan_b].iter().map(|r| r.measurements.len() as u64).sum();
+
+        let march = Date::parse("2026-03-01").unwrap();
+        let err = store.remove_measurements_before(Date::parse("2026-03-02").unwrap(), false).await.unwrap_err();
+        assert!(err.to_string().contains("not the first day of a month"), "{err}");
+        let dry = store.remove_measurements_before(march, true).await.unwrap();
+        assert_eq!((dry.runs, dry.measurements, dry.dry_run), (3, old_count, true), "{backend}");
+        let old_months = if postgres { vec!["measurements_y2026m01", "measurements_y2026m02"] } else { vec![] };
+        assert_eq!(dry.partitions, old_months, "{backend}");
+        assert_eq!(store.get_run(jan_a.run_id).await.unwrap().unwrap().measurements, jan_a.measurements);
+
+        let done = store.remove_measurements_before(march, false).await.unwrap();
+        assert_eq!((done.runs, done.measurements), (3, old_count), "{backend}");
+        assert_eq!(done.partitions, old_months, "{backend}");
+        for run in [&jan_a, &feb_a, &jan_b] {
+            let detail = store.get_run(run.run_id).await.unwrap().expect("the run stays");
+            assert!(detail.measurements.is_empty(), "{backend}");
+            assert!(detail.run.measurements_removed_at_ms.is_some(), "{backend}");
+            assert_eq!(detail.run.measurement_count, run.measurements.len() as u64, "as uploaded");
+        }
+        let kept = store.get_run(mar_a.run_id).await.unwrap().unwrap();
+        assert_eq!((kept.measurements, kept.run.measurements_removed_at_ms), (mar_a.measurements.clone(), None));
+        let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM measurements").fetch_one(&mut conn).await.unwrap();
+        assert_eq!(rows as usize, mar_a.measurements.len(), "{backend}");
+        if postgres {
+            assert_eq!(partitions(&mut conn).await, ["measurements_y2026m03"]);
+        }
+        // The pages read the digests stored before, the trend and each node's latest alike.
+        assert!(same(&store.node_digests("id-node-a", Suite::Quant, 30).await.unwrap(), &trend_before), "{backend}");
+        assert!(same(&store.latest_digests(Suite::Quant, 100).await.unwrap(), &latest_before), "{backend}");
+        // Under a newer reading of runs (stale digests), removed runs keep theirs: nothing is
+        // computed from measurements that are gone, and the backfill passes them over.
+        sqlx::query("UPDATE run_suites SET digest_version = 0").execute(&mut conn).await.unwrap();
+        assert!(same(&store.node_digests("id-node-a", Suite::Quant, 30).await.unwrap(), &trend_before), "{backend}");
+        assert_eq!(store.refresh_digests().await.unwrap(), mar_a.suites().len() as u64, "{backend}: March only");
+
+        // Nothing left to remove; a late upload of a January run is stored whole (its month
+        // made again on Postgres) and goes with the next pass.
+        let again = store.remove_measurements_before(march, false).await.unwrap();
+        assert_eq!((again.runs, again.measurements, again.partitions.len()), (0, 0, 0), "{backend}");
+        let late = fleet_run("node-c", day("2026-01-20"), 1.0);
+        store.insert_run(&agent_id, &late).await.unwrap();
+        assert_eq!(store.get_run(late.run_id).await.unwrap().unwrap().measurements, late.measurements);
+        let last = store.remove_measurements_before(march, false).await.unwrap();
+        assert_eq!((last.runs, last.measurements), (1, late.measurements.len() as u64), "{backend}");
+        conn.close().await.ok();
+        store.close().await;
+        db.drop_database().await;
+    }
+}
+
+/// A store from before monthly partitions (migrations up to 0006) is moved whole by 0007: every
+/// measurement with its run's start time, on Postgres in its month's partition.
+#[tokio::test]
+async fn measurements_stored_before_partitions_are_moved_into_them() {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    for db in databases().await {
+        let backend = db.backend;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(backend);
+        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        sqlx::migrate::Migrator::new(dir).await.unwrap().run_to(6, &mut conn).await.unwrap();
+        let (jan, feb) = (1_768_000_000_000i64, 1_770_000_000_000i64); // 2026-01-09, 2026-02-02
+        for sql in [
+            "INSERT INTO agents (id, name, token_hash, scope, created_at_ms) VALUES ('a', 'old-agent', 'h', 'ingest', 0)"
+                .to_string(),
+            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, gpus_json, first_seen_ms, \
+             last_seen_ms) VALUES ('n', 'old-host', 'cpu', 4, 1024, '6.1', '[]', 0, 0)"
+                .to_string(),
+            format!(
+                "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
+                 status, suites, measurement_count) VALUES \
+                 ('00000000-0000-4000-8000-000000000001', 'n', 'a', '0.0.9', {jan}, {jan}, 0, 'ok', 'system', 2), \
+                 ('00000000-0000-4000-8000-000000000002', 'n', 'a', '0.0.9', {feb}, {feb}, 0, 'ok', 'system', 1)"
+            ),
+            "INSERT INTO measurements (run_id, seq, suite, case_name, parameters_json, unit, status, samples, mean, p50, \
+             p90, p99, p999, ci95_low, ci95_high) VALUES \
+             ('00000000-0000-4000-8000-000000000001', 0, 'system', 'memcpy', '{}', 'bytes_per_second', 'ok', 5, 1, 1, 1, 1, 1, 1, 1), \
+             ('00000000-0000-4000-8000-000000000001', 1, 'system', 'memcpy', '{\"threads\":\"2\"}', 'bytes_per_second', 'ok', 5, 2, 2, 2, 2, 2, 2, 2), \
+             ('00000000-0000-4000-8000-000000000002', 0, 'system', 'memcpy', '{}', 'bytes_per_second', 'ok', 5, 3, 3, 3, 3, 3, 3, 3)"
+                .to_string(),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.unwrap();
+        }
+        // Retention opens a store without migrating it, and refuses an older schema.
+        let err = Store::connect_current(&db.url).await.unwrap_err().to_string();
+        assert!(err.contains("at migration 6 and this build's at 7"), "{backend}: {err}");
+        let store = Store::connect(&db.url).await.expect("0007 applies over stored runs");
+        Store::connect_current(&db.url).await.expect("now current").close().await;
+        for (id, means) in [
+            ("00000000-0000-4000-8000-000000000001", vec![1.0, 2.0]),
+            ("00000000-0000-4000-8000-000000000002", vec![3.0]),
+        ] {
+            let detail = store.get_run(id.parse().unwrap()).await.unwrap().expect("the run");
+            let got: Vec<f64> = detail.measurements.iter().map(|m| m.stats.unwrap().mean).collect();
+            assert_eq!(got, means, "{backend}: {id}");
+        }
+        let (placed,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM measurements m JOIN runs r ON r.id = m.run_id WHERE m.started_at_ms = r.started_at_ms",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(placed, 3, "{backend}");
+        if backend == "postgres" {
+            assert_eq!(partitions(&mut conn).await, ["measurements_y2026m01", "measurements_y2026m02"]);
+        }
+        conn.close().await.ok();
+        store.close().await;
+        db.drop_database().await;
+    }
 }

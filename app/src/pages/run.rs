@@ -543,6 +543,9 @@ fn Run(view: RunView) -> impl IntoView {
     view! {
         <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>
         <p class="lede">{format!("{} · suites {} · {} measurements · agent {} {} · status {}", utc_minute(run.started_at_ms), suites, run.measurement_count, run.agent_name, run.agent_version, run.status.as_str())}</p>
+        {run.measurements_removed_at_ms.map(|at| view! {
+            <p class="notice" data-out="measurements-removed">{format!("This run's measurements were removed by retention on {}. Its summaries stay: its figures in trends, on the Fleet, Transport and Right-sizing pages are those measured.", utc_minute(at))}</p>
+        })}
         <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
         {endpoint_check}
         {gemm}

@@ -7,6 +7,9 @@ use crate::wire::run::{Measurement, MeasurementStatus, NodeInfo, RunUpload, Stat
 
 /// At most this many measurements in one run.
 pub const MAX_MEASUREMENTS: usize = 10_000;
+/// The earliest start a run may have, 2000-01-01 (UTC): no agent measured before it, and each
+/// month of runs is a partition of the Postgres store, so a run dated 1970 would make one.
+pub const EARLIEST_RUN_MS: i64 = 946_684_800_000;
 /// At most this many parameters on one measurement.
 pub const MAX_PARAMETERS: usize = 64;
 /// At most this many GPUs on one node.
@@ -69,8 +72,8 @@ impl RunUpload {
             return Err(FieldError::new("run_id", "must not be the nil UUID"));
         }
         text("agent_version", &self.agent_version, true)?;
-        if self.started_at_ms <= 0 {
-            return Err(FieldError::new("started_at_ms", "must be a positive Unix time in milliseconds"));
+        if self.started_at_ms < EARLIEST_RUN_MS {
+            return Err(FieldError::new("started_at_ms", "must be a Unix time in milliseconds, from 2000-01-01 on"));
         }
         if self.finished_at_ms < self.started_at_ms {
             return Err(FieldError::new("finished_at_ms", "must not be before started_at_ms"));
@@ -101,8 +104,8 @@ impl NodeInfo {
         if self.cpu_cores == 0 {
             return Err(FieldError::new(format!("{at}.cpu_cores"), "must be at least 1"));
         }
-        if self.memory_bytes == 0 {
-            return Err(FieldError::new(format!("{at}.memory_bytes"), "must be positive"));
+        if self.memory_bytes == 0 || self.memory_bytes > i64::MAX as u64 {
+            return Err(FieldError::new(format!("{at}.memory_bytes"), "must be positive and at most 2^63 - 1"));
         }
         if let Some(kind) = &self.instance_type {
             text(&format!("{at}.instance_type"), kind, true)?;
@@ -180,6 +183,10 @@ impl Stats {
     fn validate(&self, at: &str) -> Check {
         if self.samples == 0 {
             return Err(FieldError::new(format!("{at}.samples"), "must be at least 1"));
+        }
+        // Stored as a signed 64-bit integer on both backends.
+        if self.samples > i64::MAX as u64 {
+            return Err(FieldError::new(format!("{at}.samples"), "must be at most 9223372036854775807"));
         }
         let fields = [
             ("mean", self.mean),

@@ -79,6 +79,10 @@ pub struct RunSummary {
     pub status: RunStatus,
     pub suites: Vec<Suite>,
     pub measurement_count: u64,
+    /// When retention (`headroom-server retention`) removed this run's measurements; its row and
+    /// each suite's digest stay. Absent while they are stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurements_removed_at_ms: Option<i64>,
 }
 
 /// One stored run with every measurement.

@@ -5,6 +5,8 @@
 mod people;
 mod prices;
 mod reports;
+mod retention;
+mod run_tx;
 mod runs;
 mod scenarios;
 mod throttle;
@@ -19,12 +21,14 @@ use anyhow::Context;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyTypeInfo};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Any, AnyPool, AssertSqlSafe, ConnectOptions, Database, Encode, Row, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use people::{AgentRecord, ApiTokenRecord, NameTaken, PersonChange, PersonRecord, UserRecord};
 pub use prices::CatalogVersion;
 pub use reports::ReportRecord;
+pub use retention::Retention;
 pub use runs::{NodeOwned, RunDigest, RunFilter, StoreOutcome};
 pub use scenarios::ScenarioRecord;
 
@@ -76,6 +80,9 @@ pub struct Store {
     /// holding a pooled connection, instead of spinning in SQLite's busy handler while readers
     /// starve for connections. `None` on Postgres, whose writers run side by side.
     writer: Option<Arc<Semaphore>>,
+    /// Postgres: connections of its own driver, for the ingest, which writes measurements with
+    /// `COPY` (sqlx's `Any` driver has no copy-in); `None` on SQLite.
+    copy_pool: Option<PgPool>,
 }
 
 /// How long a write waits for SQLite's single writer before the caller gets a 503 with
@@ -95,8 +102,20 @@ impl Store {
         Self::connect_with(url, if backend == DatabaseKind::Sqlite { 8 } else { 16 }).await
     }
 
-    /// [`Store::connect`] with a pool of at most `max_connections`.
+    /// [`Store::connect`] with at most `max_connections` (on Postgres, half of them for the
+    /// ingest's own pool).
     pub async fn connect_with(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+        Self::open(url, max_connections, true).await
+    }
+
+    /// Connects to a store that must already be at this build's schema, changing nothing on
+    /// the way (no migration, no catalog seeding): for commands like `retention`, which must
+    /// not start a long migration as a side effect. Fails, naming the versions, otherwise.
+    pub async fn connect_current(url: &str) -> anyhow::Result<Self> {
+        Self::open(url, 2, false).await
+    }
+
+    async fn open(url: &str, max_connections: u32, migrate: bool) -> anyhow::Result<Self> {
         sqlx::any::install_default_drivers();
         let backend = DatabaseKind::from_url(url)?;
         if backend == DatabaseKind::Sqlite {
@@ -105,8 +124,14 @@ impl Store {
         let options = AnyConnectOptions::from_str(url)
             .with_context(|| format!("invalid database URL for {}", backend.name()))?
             .disable_statement_logging();
+        // On Postgres the ingest has a pool of its own (COPY); the two share the budget.
+        let copy_connections = (max_connections / 2).max(1);
+        let any_connections = match backend {
+            DatabaseKind::Postgres => max_connections.saturating_sub(copy_connections).max(1),
+            DatabaseKind::Sqlite => max_connections,
+        };
         let pool = AnyPoolOptions::new()
-            .max_connections(max_connections)
+            .max_connections(any_connections)
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _| {
                 Box::pin(async move {
@@ -130,10 +155,37 @@ impl Store {
             DatabaseKind::Sqlite => &SQLITE_MIGRATIONS,
             DatabaseKind::Postgres => &POSTGRES_MIGRATIONS,
         };
-        migrator.run(&pool).await.context("database migration failed")?;
+        if migrate {
+            migrator.run(&pool).await.context("database migration failed")?;
+        } else {
+            let latest = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+            let applied: Option<i64> =
+                sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success = TRUE")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap_or(None);
+            let applied = applied.unwrap_or(0);
+            anyhow::ensure!(
+                applied == latest,
+                "the database's schema is at migration {applied} and this build's at {latest}: start this \
+                 version's server once (it migrates the database) and try again"
+            );
+        }
         let writer = (backend == DatabaseKind::Sqlite).then(|| Arc::new(Semaphore::new(1)));
-        let store = Store { pool, backend, writer };
-        store.seed_price_catalog().await.context("cannot load the default price catalog")?;
+        // Opened on first use, so commands that store no run never connect it.
+        let copy_pool = match backend {
+            DatabaseKind::Postgres => Some(
+                PgPoolOptions::new()
+                    .max_connections(copy_connections)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_lazy_with(PgConnectOptions::from_str(url)?.disable_statement_logging()),
+            ),
+            DatabaseKind::Sqlite => None,
+        };
+        let store = Store { pool, backend, writer, copy_pool };
+        if migrate {
+            store.seed_price_catalog().await.context("cannot load the default price catalog")?;
+        }
         Ok(store)
     }
 
@@ -180,13 +232,18 @@ impl Store {
     }
 
     /// How the database would run each read the pages make (`EXPLAIN`; SQLite's
-    /// `EXPLAIN QUERY PLAN`), as (what it is, plan), with `node` and `run_id` bound where a read
-    /// takes them. On Postgres sequential and bitmap scans are priced out first
+    /// `EXPLAIN QUERY PLAN`), as (what it is, plan), with `node` and the run `run_id` (started
+    /// at `run_started_at_ms`) bound where a read takes them. On Postgres sequential and bitmap scans are priced out first
     /// (`enable_seqscan`, `enable_bitmapscan`, in a transaction rolled back after): a plan that
     /// still scans a whole table has no index to use, and one that still sorts has no index in
     /// the order asked for, however small the tables are.
-    pub async fn query_plans(&self, node: &str, run_id: &str) -> anyhow::Result<Vec<(String, String)>> {
-        let mut reads = runs::page_reads(node, run_id);
+    pub async fn query_plans(
+        &self,
+        node: &str,
+        run_id: &str,
+        run_started_at_ms: i64,
+    ) -> anyhow::Result<Vec<(String, String)>> {
+        let mut reads = runs::page_reads(node, (run_id, run_started_at_ms));
         reads.push(("reports".into(), reports::list_sql(200), vec![]));
         let mut tx = self.pool.begin().await?;
         let (explain, detail_column) = match self.backend {
@@ -200,8 +257,11 @@ impl Store {
         let mut plans = Vec::new();
         for (name, sql, binds) in reads {
             let mut query = sqlx::query(AssertSqlSafe(format!("{explain} {sql}")));
-            for value in &binds {
-                query = query.bind(value);
+            for value in binds {
+                query = match value {
+                    runs::Bind::Text(text) => query.bind(text),
+                    runs::Bind::Int(int) => query.bind(int),
+                };
             }
             let rows = query.fetch_all(&mut *tx).await.with_context(|| format!("EXPLAIN {name}"))?;
             let lines =
@@ -213,6 +273,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(copy_pool) = &self.copy_pool {
+            copy_pool.close().await;
+        }
         self.pool.close().await;
     }
 }

@@ -11,10 +11,8 @@ use model::{
 use sqlx::{AssertSqlSafe, FromRow};
 use uuid::Uuid;
 
-use super::{OptF64, Store, now_ms};
-
-/// Rows per multi-row INSERT; 19 binds each stays far below both backends' bind limits.
-const INSERT_CHUNK: usize = 200;
+use super::run_tx::{RunTx, Value};
+use super::{Store, now_ms};
 
 /// What an ingest did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +69,7 @@ struct RunRow {
     status: String,
     suites: String,
     measurement_count: i64,
+    measurements_removed_at_ms: Option<i64>,
 }
 
 #[derive(FromRow)]
@@ -112,6 +111,7 @@ struct DigestRow {
     started_at_ms: i64,
     digest_version: i64,
     digest: Option<String>,
+    measurements_removed_at_ms: Option<i64>,
 }
 
 #[derive(FromRow)]
@@ -137,121 +137,36 @@ const BACKFILL_BATCH: usize = 50;
 /// backends' bind limits).
 const DIGEST_CHUNK: usize = 500;
 
-const DIGEST_SELECT: &str = "SELECT rs.run_id, rs.node_id, n.hostname, rs.started_at_ms, rs.digest_version, rs.digest";
+const DIGEST_SELECT: &str = "SELECT rs.run_id, rs.node_id, n.hostname, rs.started_at_ms, rs.digest_version, rs.digest, rs.measurements_removed_at_ms";
 
 const RUN_SELECT: &str = "SELECT r.id, r.node_id, n.hostname, a.name AS agent_name, r.agent_version, \
-     r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count";
+     r.started_at_ms, r.finished_at_ms, r.received_at_ms, r.status, r.suites, r.measurement_count, \
+     r.measurements_removed_at_ms";
 const RUN_JOINS: &str = "JOIN nodes n ON n.id = r.node_id JOIN agents a ON a.id = r.agent_id";
 
 impl Store {
     /// Stores a validated run in one transaction. A run id already stored is left as it was.
     pub async fn insert_run(&self, agent_id: &str, run: &RunUpload) -> anyhow::Result<StoreOutcome> {
-        let now = now_ms();
-        let run_id = run.run_id.to_string();
-        let node = &run.node;
-        let (_writing, mut tx) = self.begin_write().await?;
-        let bound = sqlx::query(
-            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
-             hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) \
-             ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, cpu_model = excluded.cpu_model, \
-             cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes, kernel = excluded.kernel, \
-             instance_type = excluded.instance_type, hourly_usd = excluded.hourly_usd, gpus_json = excluded.gpus_json, \
-             last_seen_ms = excluded.last_seen_ms, owner_agent_id = excluded.owner_agent_id \
-             WHERE nodes.owner_agent_id IS NULL OR nodes.owner_agent_id = excluded.owner_agent_id",
-        )
-        .bind(&node.node_id)
-        .bind(&node.hostname)
-        .bind(&node.cpu_model)
-        .bind(i64::from(node.cpu_cores))
-        .bind(node.memory_bytes as i64)
-        .bind(&node.kernel)
-        .bind(&node.instance_type)
-        .bind(OptF64(node.hourly_usd))
-        .bind(serde_json::to_string(&node.gpus)?)
-        .bind(now)
-        .bind(agent_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if bound == 0 {
-            tx.rollback().await?;
-            return Err(NodeOwned { node_id: node.node_id.clone() }.into());
-        }
-
-        let status = if run.measurements.iter().any(|m| m.status == MeasurementStatus::Failed) {
-            RunStatus::Partial
-        } else {
-            RunStatus::Ok
+        let stored = match &self.copy_pool {
+            Some(postgres) => match store_run(postgres.begin().await?, agent_id, run, true).await {
+                // Retention dropped the run's month between the check that it exists and the
+                // COPY: nothing was stored; the next try makes the month again.
+                Err(err) if no_partition(&err) => store_run(postgres.begin().await?, agent_id, run, true).await?,
+                stored => stored?,
+            },
+            None => {
+                let (_writing, tx) = self.begin_write().await?;
+                store_run(tx, agent_id, run, false).await?
+            }
         };
-        let suites = run.suites();
-        let suite_list = suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
-             status, suites, measurement_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&run_id)
-        .bind(&node.node_id)
-        .bind(agent_id)
-        .bind(&run.agent_version)
-        .bind(run.started_at_ms)
-        .bind(run.finished_at_ms)
-        .bind(now)
-        .bind(status.as_str())
-        .bind(&suite_list)
-        .bind(run.measurements.len() as i64)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if inserted == 0 {
-            tx.rollback().await?;
-            let (count,): (i64,) = sqlx::query_as("SELECT measurement_count FROM runs WHERE id = $1")
-                .bind(&run_id)
-                .fetch_one(&self.pool)
-                .await?;
-            return Ok(StoreOutcome { duplicate: true, measurements: count as u32 });
+        if stored {
+            return Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 });
         }
-        for &suite in &suites {
-            let digest = serde_json::to_string(&measured::digest(suite, &run_id, &run.measurements))?;
-            sqlx::query(
-                "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(suite.as_str())
-            .bind(&run_id)
-            .bind(&node.node_id)
-            .bind(run.started_at_ms)
-            .bind(DIGEST_VERSION)
-            .bind(digest)
-            .execute(&mut *tx)
+        let (count,): (i64,) = sqlx::query_as("SELECT measurement_count FROM runs WHERE id = $1")
+            .bind(run.run_id.to_string())
+            .fetch_one(&self.pool)
             .await?;
-            sqlx::query(
-                "INSERT INTO node_latest (node_id, suite, run_id, started_at_ms) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, started_at_ms = excluded.started_at_ms \
-                 WHERE excluded.started_at_ms > node_latest.started_at_ms \
-                 OR (excluded.started_at_ms = node_latest.started_at_ms AND excluded.run_id < node_latest.run_id)",
-            )
-            .bind(&node.node_id)
-            .bind(suite.as_str())
-            .bind(&run_id)
-            .bind(run.started_at_ms)
-            .execute(&mut *tx)
-            .await?;
-        }
-        for (chunk_index, chunk) in run.measurements.chunks(INSERT_CHUNK).enumerate() {
-            insert_measurements(&mut tx, &run_id, chunk_index * INSERT_CHUNK, chunk).await?;
-        }
-        sqlx::query("UPDATE agents SET last_seen_ms = $1 WHERE id = $2")
-            .bind(now)
-            .bind(agent_id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("UPDATE nodes SET run_count = run_count + 1 WHERE id = $1")
-            .bind(&node.node_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 })
+        Ok(StoreOutcome { duplicate: true, measurements: count as u32 })
     }
 
     /// Lets the agent `agent_id` report `node_id` from now on; false when there is no such node.
@@ -379,8 +294,10 @@ impl Store {
     /// The digests of `rows`: as stored where the model's reading is the current one, computed
     /// from the runs' measurements (one query for all of them) where not.
     async fn resolve_digests(&self, suite: Suite, rows: Vec<DigestRow>) -> anyhow::Result<Vec<RunDigest>> {
+        // A run whose measurements retention removed has only its stored digest, whatever
+        // reading of runs wrote it.
         let stored = |row: &DigestRow| {
-            (row.digest_version == DIGEST_VERSION)
+            (row.digest_version == DIGEST_VERSION || row.measurements_removed_at_ms.is_some())
                 .then(|| row.digest.as_deref().and_then(|json| serde_json::from_str::<SuiteDigest>(json).ok()))
                 .flatten()
         };
@@ -391,12 +308,18 @@ impl Store {
                 (row, digest)
             })
             .collect();
-        let stale: Vec<String> =
-            parsed.iter().filter(|(_, digest)| digest.is_none()).map(|(row, _)| row.run_id.clone()).collect();
+        let stale: Vec<(String, i64)> = parsed
+            .iter()
+            .filter(|(row, digest)| digest.is_none() && row.measurements_removed_at_ms.is_none())
+            .map(|(row, _)| (row.run_id.clone(), row.started_at_ms))
+            .collect();
         let computed = self.compute_digests(suite, &stale).await?;
         parsed
             .into_iter()
             .map(|(row, digest)| {
+                if digest.is_none() && row.measurements_removed_at_ms.is_some() {
+                    tracing::warn!(run_id = %row.run_id, suite = suite.as_str(), "a run whose measurements retention removed has no digest this server can read; it shows as empty");
+                }
                 let digest = digest.or_else(|| computed.get(&row.run_id).cloned()).unwrap_or_default();
                 Ok(RunDigest {
                     run_id: Uuid::parse_str(&row.run_id)?,
@@ -409,20 +332,28 @@ impl Store {
             .collect()
     }
 
-    /// `suite`'s digest of each of `run_ids`, read from their measurements of that suite.
-    async fn compute_digests(&self, suite: Suite, run_ids: &[String]) -> anyhow::Result<HashMap<String, SuiteDigest>> {
+    /// `suite`'s digest of each of `runs` (id, start time), read from their measurements of
+    /// that suite.
+    async fn compute_digests(
+        &self,
+        suite: Suite,
+        runs: &[(String, i64)],
+    ) -> anyhow::Result<HashMap<String, SuiteDigest>> {
         let mut digests = HashMap::new();
-        for chunk in run_ids.chunks(DIGEST_CHUNK) {
+        for chunk in runs.chunks(DIGEST_CHUNK / 2) {
             let mut query = sqlx::query_as::<_, RunMeasurementRow>(AssertSqlSafe(suite_measurements_sql(chunk.len())))
                 .bind(suite.as_str());
-            for id in chunk {
+            for (id, _) in chunk {
                 query = query.bind(id);
+            }
+            for (_, started_at_ms) in chunk {
+                query = query.bind(started_at_ms);
             }
             let mut by_run: BTreeMap<String, Vec<Measurement>> = BTreeMap::new();
             for row in query.fetch_all(&self.pool).await? {
                 by_run.entry(row.run_id).or_default().push(Measurement::try_from(row.measurement)?);
             }
-            for id in chunk {
+            for (id, _) in chunk {
                 let measurements = by_run.get(id).map(Vec::as_slice).unwrap_or_default();
                 digests.insert(id.clone(), measured::digest(suite, id, measurements));
             }
@@ -439,18 +370,21 @@ impl Store {
         let mut rewritten = 0;
         loop {
             // A range of the primary key, from where the last batch ended.
-            let stale: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(format!(
-                "SELECT suite, run_id FROM run_suites WHERE (suite, run_id) > ($1, $2) \
-                 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) ORDER BY suite, run_id LIMIT {BACKFILL_BATCH}"
+            let stale: Vec<(String, String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
+                "SELECT suite, run_id, started_at_ms FROM run_suites WHERE (suite, run_id) > ($1, $2) \
+                 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) AND measurements_removed_at_ms IS NULL \
+                 ORDER BY suite, run_id LIMIT {BACKFILL_BATCH}"
             )))
             .bind(&after.0)
             .bind(&after.1)
             .fetch_all(&self.pool)
             .await?;
-            let Some(last) = stale.last().cloned() else { return Ok(rewritten) };
-            let mut by_suite: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for (suite, run_id) in stale {
-                by_suite.entry(suite).or_default().push(run_id);
+            let Some(last) = stale.last().map(|(suite, run_id, _)| (suite.clone(), run_id.clone())) else {
+                return Ok(rewritten);
+            };
+            let mut by_suite: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+            for (suite, run_id, started_at_ms) in stale {
+                by_suite.entry(suite).or_default().push((run_id, started_at_ms));
             }
             for (suite_name, run_ids) in by_suite {
                 let Ok(suite) = Suite::parse(&suite_name) else { continue };
@@ -460,7 +394,8 @@ impl Store {
                 for (run_id, digest) in digests {
                     rewritten += sqlx::query(AssertSqlSafe(format!(
                         "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1 \
-                         WHERE suite = $2 AND run_id = $3 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL)"
+                         WHERE suite = $2 AND run_id = $3 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) \
+                         AND measurements_removed_at_ms IS NULL"
                     )))
                     .bind(serde_json::to_string(&digest)?)
                     .bind(&suite_name)
@@ -501,8 +436,11 @@ impl Store {
         let row: Option<RunRow> =
             sqlx::query_as(AssertSqlSafe(run_by_id_sql())).bind(&id).fetch_optional(&self.pool).await?;
         let Some(row) = row else { return Ok(None) };
-        let rows: Vec<MeasurementRow> =
-            sqlx::query_as(AssertSqlSafe(run_measurements_sql(histograms))).bind(&id).fetch_all(&self.pool).await?;
+        let rows: Vec<MeasurementRow> = sqlx::query_as(AssertSqlSafe(run_measurements_sql(histograms)))
+            .bind(&id)
+            .bind(row.started_at_ms)
+            .fetch_all(&self.pool)
+            .await?;
         let measurements = rows.into_iter().map(Measurement::try_from).collect::<anyhow::Result<_>>()?;
         Ok(Some(RunDetail { run: RunSummary::try_from(row)?, measurements }))
     }
@@ -562,18 +500,20 @@ fn node_digests_sql(limit: u32) -> String {
     )
 }
 
-/// The measurements of suite `$1` of `runs` runs (`$2`…), without histograms.
+/// The measurements of suite `$1` of `runs` runs (`$2`…), then their start times (so Postgres
+/// reads only their months' partitions), without histograms.
 fn suite_measurements_sql(runs: usize) -> String {
     format!(
         "SELECT run_id, suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, \
          p999, ci95_low, ci95_high, floor_name, floor_value, CAST(NULL AS TEXT) AS histogram FROM measurements \
-         WHERE suite = $1 AND run_id IN ({}) ORDER BY run_id, seq",
-        placeholders(2, runs)
+         WHERE suite = $1 AND run_id IN ({}) AND started_at_ms IN ({}) ORDER BY run_id, seq",
+        placeholders(2, runs),
+        placeholders(2 + runs, runs)
     )
 }
 
 /// `$first, $first+1, …`, `count` of them.
-fn placeholders(first: usize, count: usize) -> String {
+pub(super) fn placeholders(first: usize, count: usize) -> String {
     (first..first + count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
@@ -581,12 +521,14 @@ fn run_by_id_sql() -> String {
     format!("{RUN_SELECT} FROM runs r {RUN_JOINS} WHERE r.id = $1")
 }
 
-/// The run `$1`'s measurements in upload order.
+/// The measurements of run `$1`, started at `$2`, in upload order: on Postgres, a read of that
+/// month's partition only.
 fn run_measurements_sql(histograms: bool) -> String {
     let histogram = if histograms { "histogram" } else { "CAST(NULL AS TEXT) AS histogram" };
     format!(
         "SELECT suite, case_name, parameters_json, unit, status, reason, samples, mean, p50, p90, p99, p999, \
-         ci95_low, ci95_high, floor_name, floor_value, {histogram} FROM measurements WHERE run_id = $1 ORDER BY seq"
+         ci95_low, ci95_high, floor_name, floor_value, {histogram} FROM measurements \
+         WHERE run_id = $1 AND started_at_ms = $2 ORDER BY seq"
     )
 }
 
@@ -616,19 +558,34 @@ fn list_runs_sql(filter: &RunFilter) -> (String, Vec<String>) {
     (sql, text_binds)
 }
 
-/// Every read the pages make of runs, as (what it is, SQL, text binds), for
-/// [`Store::query_plans`].
-pub(super) fn page_reads(node: &str, run_id: &str) -> Vec<(String, String, Vec<String>)> {
-    let text = |values: &[&str]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+/// A value bound to a read in [`page_reads`].
+pub(super) enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// Every read the pages make of runs, as (what it is, SQL, binds), for [`Store::query_plans`];
+/// `run` is a run's id and start time.
+pub(super) fn page_reads(node: &str, run: (&str, i64)) -> Vec<(String, String, Vec<Bind>)> {
+    let text = |values: &[&str]| values.iter().map(|v| Bind::Text(v.to_string())).collect::<Vec<_>>();
+    let (run_id, started) = run;
     let mut reads = vec![
         ("nodes".to_string(), list_nodes_sql(), vec![]),
         ("run by id".into(), run_by_id_sql(), text(&[run_id])),
-        ("a run's measurements".into(), run_measurements_sql(false), text(&[run_id])),
+        (
+            "a run's measurements".into(),
+            run_measurements_sql(false),
+            vec![Bind::Text(run_id.into()), Bind::Int(started)],
+        ),
         ("each node's latest transport run".into(), latest_digests_sql(100), text(&["transport"])),
         ("each node's latest quant run id".into(), LATEST_RUN_IDS.to_string(), text(&["quant"])),
         ("quant digests of chosen runs".into(), digests_of_runs_sql(1), text(&["quant", run_id])),
         ("a node's quant runs".into(), node_digests_sql(30), text(&[node, "quant"])),
-        ("measurements of stale digests".into(), suite_measurements_sql(2), text(&["quant", run_id, node])),
+        ("measurements of stale digests".into(), suite_measurements_sql(2), {
+            let mut binds = text(&["quant", run_id, node]);
+            binds.extend([Bind::Int(started), Bind::Int(started - 1)]);
+            binds
+        }),
     ];
     let filters = [
         ("newest runs", RunFilter { limit: 20, ..RunFilter::default() }),
@@ -641,54 +598,9 @@ pub(super) fn page_reads(node: &str, run_id: &str) -> Vec<(String, String, Vec<S
     ];
     for (name, filter) in filters {
         let (sql, binds) = list_runs_sql(&filter);
-        reads.push((name.to_string(), sql, binds));
+        reads.push((name.to_string(), sql, binds.into_iter().map(Bind::Text).collect()));
     }
     reads
-}
-
-async fn insert_measurements(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    run_id: &str,
-    first_seq: usize,
-    chunk: &[Measurement],
-) -> anyhow::Result<()> {
-    const COLUMNS: usize = 19;
-    let mut sql = String::from(
-        "INSERT INTO measurements (run_id, seq, suite, case_name, parameters_json, unit, status, reason, samples, \
-         mean, p50, p90, p99, p999, ci95_low, ci95_high, floor_name, floor_value, histogram) VALUES ",
-    );
-    for row in 0..chunk.len() {
-        if row > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!("({})", placeholders(row * COLUMNS + 1, COLUMNS)));
-    }
-    let mut query = sqlx::query(AssertSqlSafe(sql));
-    for (offset, m) in chunk.iter().enumerate() {
-        let stats = m.stats;
-        query = query
-            .bind(run_id)
-            .bind((first_seq + offset) as i64)
-            .bind(m.suite.as_str())
-            .bind(&m.case)
-            .bind(serde_json::to_string(&m.parameters)?)
-            .bind(m.unit.as_str())
-            .bind(m.status.as_str())
-            .bind(&m.reason)
-            .bind(stats.map(|s| s.samples as i64))
-            .bind(OptF64(stats.map(|s| s.mean)))
-            .bind(OptF64(stats.map(|s| s.p50)))
-            .bind(OptF64(stats.map(|s| s.p90)))
-            .bind(OptF64(stats.map(|s| s.p99)))
-            .bind(OptF64(stats.map(|s| s.p999)))
-            .bind(OptF64(stats.map(|s| s.ci95_low)))
-            .bind(OptF64(stats.map(|s| s.ci95_high)))
-            .bind(m.floor.as_ref().map(|f| f.name.clone()))
-            .bind(OptF64(m.floor.as_ref().map(|f| f.value)))
-            .bind(&m.histogram);
-    }
-    query.execute(&mut **tx).await?;
-    Ok(())
 }
 
 impl TryFrom<RunRow> for RunSummary {
@@ -713,6 +625,7 @@ impl TryFrom<RunRow> for RunSummary {
             status: RunStatus::parse(&r.status).ok_or_else(|| anyhow::anyhow!("bad run status {}", r.status))?,
             suites,
             measurement_count: r.measurement_count as u64,
+            measurements_removed_at_ms: r.measurements_removed_at_ms,
         })
     }
 }
@@ -739,4 +652,115 @@ impl TryFrom<MeasurementRow> for Measurement {
             histogram: r.histogram,
         })
     }
+}
+
+/// Whether `err` is Postgres's "no partition of relation … found for row" (23514 with that
+/// text; the same code also names a failed CHECK).
+fn no_partition(err: &anyhow::Error) -> bool {
+    err.chain().filter_map(|cause| cause.downcast_ref::<sqlx::Error>()).any(|e| {
+        matches!(e, sqlx::Error::Database(db)
+            if db.code().as_deref() == Some("23514") && db.message().starts_with("no partition of relation"))
+    })
+}
+
+/// Stores `run` in `tx` and commits; false (and nothing written) when its id is already stored.
+/// `partitioned`: Postgres, whose measurements are partitioned by month.
+async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, partitioned: bool) -> anyhow::Result<bool> {
+    use Value::{Int, OptFloat, OptText, Text};
+    let now = now_ms();
+    let run_id = run.run_id.to_string();
+    let node = &run.node;
+    if partitioned {
+        // The month's partition of measurements, made in this transaction if it is new.
+        tx.exec("SELECT headroom_measurements_partition($1)", &[Int(run.started_at_ms)]).await?;
+    }
+    let gpus = serde_json::to_string(&node.gpus)?;
+    let bound = tx
+        .exec(
+            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
+             hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) \
+             ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, cpu_model = excluded.cpu_model, \
+             cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes, kernel = excluded.kernel, \
+             instance_type = excluded.instance_type, hourly_usd = excluded.hourly_usd, gpus_json = excluded.gpus_json, \
+             last_seen_ms = excluded.last_seen_ms, owner_agent_id = excluded.owner_agent_id \
+             WHERE nodes.owner_agent_id IS NULL OR nodes.owner_agent_id = excluded.owner_agent_id",
+            &[
+                Text(&node.node_id),
+                Text(&node.hostname),
+                Text(&node.cpu_model),
+                Int(i64::from(node.cpu_cores)),
+                Int(node.memory_bytes as i64),
+                Text(&node.kernel),
+                OptText(node.instance_type.as_deref()),
+                OptFloat(node.hourly_usd),
+                Text(&gpus),
+                Int(now),
+                Text(agent_id),
+            ],
+        )
+        .await?;
+    if bound == 0 {
+        tx.rollback().await?;
+        return Err(NodeOwned { node_id: node.node_id.clone() }.into());
+    }
+
+    let status = if run.measurements.iter().any(|m| m.status == MeasurementStatus::Failed) {
+        RunStatus::Partial
+    } else {
+        RunStatus::Ok
+    };
+    let suites = run.suites();
+    let suite_list = suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
+    let inserted = tx
+        .exec(
+            "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
+             status, suites, measurement_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+            &[
+                Text(&run_id),
+                Text(&node.node_id),
+                Text(agent_id),
+                Text(&run.agent_version),
+                Int(run.started_at_ms),
+                Int(run.finished_at_ms),
+                Int(now),
+                Text(status.as_str()),
+                Text(&suite_list),
+                Int(run.measurements.len() as i64),
+            ],
+        )
+        .await?;
+    if inserted == 0 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    for &suite in &suites {
+        let digest = serde_json::to_string(&measured::digest(suite, &run_id, &run.measurements))?;
+        tx.exec(
+            "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                Text(suite.as_str()),
+                Text(&run_id),
+                Text(&node.node_id),
+                Int(run.started_at_ms),
+                Int(DIGEST_VERSION),
+                Text(&digest),
+            ],
+        )
+        .await?;
+        tx.exec(
+            "INSERT INTO node_latest (node_id, suite, run_id, started_at_ms) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, started_at_ms = excluded.started_at_ms \
+             WHERE excluded.started_at_ms > node_latest.started_at_ms \
+             OR (excluded.started_at_ms = node_latest.started_at_ms AND excluded.run_id < node_latest.run_id)",
+            &[Text(&node.node_id), Text(suite.as_str()), Text(&run_id), Int(run.started_at_ms)],
+        )
+        .await?;
+    }
+    tx.put_measurements(&run_id, run.started_at_ms, &run.measurements).await?;
+    tx.exec("UPDATE agents SET last_seen_ms = $1 WHERE id = $2", &[Int(now), Text(agent_id)]).await?;
+    tx.exec("UPDATE nodes SET run_count = run_count + 1 WHERE id = $1", &[Text(&node.node_id)]).await?;
+    tx.commit().await?;
+    Ok(true)
 }
