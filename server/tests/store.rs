@@ -98,6 +98,8 @@ async fn the_same_run_id_is_stored_once() {
         assert_eq!(detail.measurements.len(), 5);
         let runs = store.list_runs(&RunFilter { limit: 10, ..Default::default() }).await.unwrap();
         assert_eq!(runs.len(), 1);
+        let nodes = store.list_nodes().await.unwrap();
+        assert_eq!(nodes[0].run_count, 1, "{backend}: the run sent twice is counted once");
     })
     .await;
 }
@@ -708,6 +710,38 @@ async fn measurements_stored_before_partitions_are_moved_into_them() {
         }
         conn.close().await.ok();
         store.close().await;
+        db.drop_database().await;
+    }
+}
+
+/// Two replicas storing the first runs of the same new months at once: every run is stored,
+/// and each month is made once (Postgres; on SQLite the runs simply go in one after another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_making_the_same_new_month_at_once_store_every_run() {
+    for db in databases().await {
+        let backend = db.backend;
+        let (a, b) = (Store::connect(&db.url).await.unwrap(), Store::connect(&db.url).await.unwrap());
+        let agent_id = agent(&a).await;
+        let day = |d: &str| model::calendar::Date::parse(d).unwrap().unix_ms();
+        let mut tasks = Vec::new();
+        for i in 0..16i64 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let (agent_id, started) = (agent_id.clone(), if i % 4 < 2 { day("2025-04-10") } else { day("2025-05-10") });
+            tasks.push(tokio::spawn(async move {
+                let run = fleet_run(&format!("node-{i}"), started + i, 1.0);
+                store.insert_run(&agent_id, &run).await.map(|_| run)
+            }));
+        }
+        for task in tasks {
+            let run = task.await.unwrap().unwrap_or_else(|e| panic!("{backend}: {e:#}"));
+            assert_eq!(a.get_run(run.run_id).await.unwrap().unwrap().measurements, run.measurements, "{backend}");
+        }
+        if backend == "postgres" {
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&db.url).await.unwrap();
+            assert_eq!(partitions(&mut conn).await, ["measurements_y2025m04", "measurements_y2025m05"]);
+        }
+        a.close().await;
+        b.close().await;
         db.drop_database().await;
     }
 }

@@ -83,6 +83,10 @@ pub struct Store {
     /// Postgres: connections of its own driver, for the ingest, which writes measurements with
     /// `COPY` (sqlx's `Any` driver has no copy-in); `None` on SQLite.
     copy_pool: Option<PgPool>,
+    /// Postgres: months whose partition of measurements this process has seen made, so their
+    /// runs skip the check. One dropped by retention since is found by the insert failing,
+    /// and made again (`Store::insert_run`).
+    known_months: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
 }
 
 /// How long a write waits for SQLite's single writer before the caller gets a 503 with
@@ -182,7 +186,7 @@ impl Store {
             ),
             DatabaseKind::Sqlite => None,
         };
-        let store = Store { pool, backend, writer, copy_pool };
+        let store = Store { pool, backend, writer, copy_pool, known_months: Arc::default() };
         if migrate {
             store.seed_price_catalog().await.context("cannot load the default price catalog")?;
         }

@@ -34,6 +34,22 @@ pub(super) trait RunTx: Send {
     fn rollback(self) -> impl Future<Output = sqlx::Result<()>> + Send;
 }
 
+/// `sql` with `binds` bound in order, an optional double passed through `$float` first.
+macro_rules! bound {
+    ($sql:expr, $binds:expr, $float:expr) => {{
+        let mut query = sqlx::query(AssertSqlSafe($sql.to_string()));
+        for value in $binds {
+            query = match *value {
+                Value::Text(text) => query.bind(text),
+                Value::OptText(text) => query.bind(text),
+                Value::Int(int) => query.bind(int),
+                Value::OptFloat(float) => query.bind($float(float)),
+            };
+        }
+        query
+    }};
+}
+
 /// Rows per multi-row INSERT on SQLite; 20 binds each stays far below its bind limit.
 const INSERT_CHUNK: usize = 200;
 
@@ -42,16 +58,8 @@ const MEASUREMENT_COLUMNS: &str = "run_id, seq, started_at_ms, suite, case_name,
 
 impl RunTx for Transaction<'_, Any> {
     async fn exec(&mut self, sql: &str, binds: &[Value<'_>]) -> sqlx::Result<u64> {
-        let mut query = sqlx::query(AssertSqlSafe(sql.to_string()));
-        for value in binds {
-            query = match *value {
-                Value::Text(text) => query.bind(text),
-                Value::OptText(text) => query.bind(text),
-                Value::Int(int) => query.bind(int),
-                Value::OptFloat(float) => query.bind(OptF64(float)),
-            };
-        }
-        Ok(query.execute(&mut **self).await?.rows_affected())
+        // Through `Any`, an optional double must be bound as `OptF64` (see there).
+        Ok(bound!(sql, binds, OptF64).execute(&mut **self).await?.rows_affected())
     }
 
     async fn put_measurements(&mut self, run_id: &str, started_at_ms: i64, ms: &[Measurement]) -> anyhow::Result<()> {
@@ -103,16 +111,7 @@ impl RunTx for Transaction<'_, Any> {
 
 impl RunTx for Transaction<'_, Postgres> {
     async fn exec(&mut self, sql: &str, binds: &[Value<'_>]) -> sqlx::Result<u64> {
-        let mut query = sqlx::query(AssertSqlSafe(sql.to_string()));
-        for value in binds {
-            query = match *value {
-                Value::Text(text) => query.bind(text),
-                Value::OptText(text) => query.bind(text),
-                Value::Int(int) => query.bind(int),
-                Value::OptFloat(float) => query.bind(float),
-            };
-        }
-        Ok(query.execute(&mut **self).await?.rows_affected())
+        Ok(bound!(sql, binds, std::convert::identity).execute(&mut **self).await?.rows_affected())
     }
 
     async fn put_measurements(&mut self, run_id: &str, started_at_ms: i64, ms: &[Measurement]) -> anyhow::Result<()> {

@@ -148,18 +148,32 @@ impl Store {
     /// Stores a validated run in one transaction. A run id already stored is left as it was.
     pub async fn insert_run(&self, agent_id: &str, run: &RunUpload) -> anyhow::Result<StoreOutcome> {
         let stored = match &self.copy_pool {
-            Some(postgres) => match store_run(postgres.begin().await?, agent_id, run, true).await {
-                // Retention dropped the run's month between the check that it exists and the
-                // COPY: nothing was stored; the next try makes the month again.
-                Err(err) if no_partition(&err) => store_run(postgres.begin().await?, agent_id, run, true).await?,
-                stored => stored?,
-            },
+            Some(postgres) => {
+                let (year, month, _) = model::calendar::Date::from_unix_ms(run.started_at_ms).ymd();
+                let key = year * 12 + i64::from(month);
+                let known = self.known_months.lock().map(|m| m.contains(&key)).unwrap_or(false);
+                let stored = match store_run(postgres.begin().await?, agent_id, run, Month::Postgres { known }).await {
+                    // Retention dropped the run's month (since this process saw it, or between
+                    // the check and the COPY): nothing was stored; this try makes it again.
+                    Err(err) if no_partition(&err) => {
+                        store_run(postgres.begin().await?, agent_id, run, Month::Postgres { known: false }).await?
+                    }
+                    stored => stored?,
+                };
+                if let Ok(mut months) = self.known_months.lock() {
+                    months.insert(key);
+                }
+                stored
+            }
             None => {
                 let (_writing, tx) = self.begin_write().await?;
-                store_run(tx, agent_id, run, false).await?
+                store_run(tx, agent_id, run, Month::Sqlite).await?
             }
         };
         if stored {
+            if self.copy_pool.is_some() {
+                self.touch_agent(agent_id).await;
+            }
             return Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 });
         }
         let (count,): (i64,) = sqlx::query_as("SELECT measurement_count FROM runs WHERE id = $1")
@@ -167,6 +181,24 @@ impl Store {
             .fetch_one(&self.pool)
             .await?;
         Ok(StoreOutcome { duplicate: true, measurements: count as u32 })
+    }
+
+    /// Postgres: notes that `agent_id` was seen, after its run's transaction and at most once a
+    /// second, so the uploads of one agent's nodes do not queue on its row. A failure here
+    /// loses only the time, never the run, which is stored and acknowledged.
+    async fn touch_agent(&self, agent_id: &str) {
+        let now = now_ms();
+        let touched = sqlx::query(
+            "UPDATE agents SET last_seen_ms = $1 WHERE id = $2 AND (last_seen_ms IS NULL OR last_seen_ms < $3)",
+        )
+        .bind(now)
+        .bind(agent_id)
+        .bind(now - 1_000)
+        .execute(&self.pool)
+        .await;
+        if let Err(err) = touched {
+            tracing::warn!(error = %err, "could not note when the agent was last seen");
+        }
     }
 
     /// Lets the agent `agent_id` report `node_id` from now on; false when there is no such node.
@@ -663,27 +695,37 @@ fn no_partition(err: &anyhow::Error) -> bool {
     })
 }
 
+/// Where a run's measurements go.
+#[derive(Clone, Copy)]
+enum Month {
+    /// One table.
+    Sqlite,
+    /// The partition of the run's month, which `known` to exist unless it is made first.
+    Postgres { known: bool },
+}
+
 /// Stores `run` in `tx` and commits; false (and nothing written) when its id is already stored.
-/// `partitioned`: Postgres, whose measurements are partitioned by month.
-async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, partitioned: bool) -> anyhow::Result<bool> {
+async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, month: Month) -> anyhow::Result<bool> {
     use Value::{Int, OptFloat, OptText, Text};
     let now = now_ms();
     let run_id = run.run_id.to_string();
     let node = &run.node;
-    if partitioned {
+    if let Month::Postgres { known: false } = month {
         // The month's partition of measurements, made in this transaction if it is new.
         tx.exec("SELECT headroom_measurements_partition($1)", &[Int(run.started_at_ms)]).await?;
     }
     let gpus = serde_json::to_string(&node.gpus)?;
     let bound = tx
         .exec(
+            // run_count counts this run: a run already stored rolls the whole transaction back.
             "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
-             hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) \
+             hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id, run_count) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, 1) \
              ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, cpu_model = excluded.cpu_model, \
              cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes, kernel = excluded.kernel, \
              instance_type = excluded.instance_type, hourly_usd = excluded.hourly_usd, gpus_json = excluded.gpus_json, \
-             last_seen_ms = excluded.last_seen_ms, owner_agent_id = excluded.owner_agent_id \
+             last_seen_ms = excluded.last_seen_ms, owner_agent_id = excluded.owner_agent_id, \
+             run_count = nodes.run_count + 1 \
              WHERE nodes.owner_agent_id IS NULL OR nodes.owner_agent_id = excluded.owner_agent_id",
             &[
                 Text(&node.node_id),
@@ -734,33 +776,50 @@ async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, partitio
         tx.rollback().await?;
         return Ok(false);
     }
-    for &suite in &suites {
-        let digest = serde_json::to_string(&measured::digest(suite, &run_id, &run.measurements))?;
-        tx.exec(
-            "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                Text(suite.as_str()),
-                Text(&run_id),
-                Text(&node.node_id),
-                Int(run.started_at_ms),
-                Int(DIGEST_VERSION),
-                Text(&digest),
-            ],
-        )
-        .await?;
-        tx.exec(
-            "INSERT INTO node_latest (node_id, suite, run_id, started_at_ms) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, started_at_ms = excluded.started_at_ms \
-             WHERE excluded.started_at_ms > node_latest.started_at_ms \
-             OR (excluded.started_at_ms = node_latest.started_at_ms AND excluded.run_id < node_latest.run_id)",
-            &[Text(&node.node_id), Text(suite.as_str()), Text(&run_id), Int(run.started_at_ms)],
-        )
-        .await?;
+    // Every suite's row and its node's latest, one statement each.
+    let digests = suites
+        .iter()
+        .map(|&suite| serde_json::to_string(&measured::digest(suite, &run_id, &run.measurements)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = |columns: usize| {
+        (0..suites.len())
+            .map(|i| format!("({})", placeholders(i * columns + 1, columns)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut binds = Vec::new();
+    for (suite, digest) in suites.iter().zip(&digests) {
+        binds.extend([
+            Text(suite.as_str()),
+            Text(&run_id),
+            Text(&node.node_id),
+            Int(run.started_at_ms),
+            Int(DIGEST_VERSION),
+            Text(digest),
+        ]);
     }
+    let sql = format!(
+        "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) VALUES {}",
+        rows(6)
+    );
+    tx.exec(&sql, &binds).await?;
+    let binds: Vec<Value> = suites
+        .iter()
+        .flat_map(|suite| [Text(&node.node_id), Text(suite.as_str()), Text(&run_id), Int(run.started_at_ms)])
+        .collect();
+    let sql = format!(
+        "INSERT INTO node_latest (node_id, suite, run_id, started_at_ms) VALUES {} \
+         ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, started_at_ms = excluded.started_at_ms \
+         WHERE excluded.started_at_ms > node_latest.started_at_ms \
+         OR (excluded.started_at_ms = node_latest.started_at_ms AND excluded.run_id < node_latest.run_id)",
+        rows(4)
+    );
+    tx.exec(&sql, &binds).await?;
     tx.put_measurements(&run_id, run.started_at_ms, &run.measurements).await?;
-    tx.exec("UPDATE agents SET last_seen_ms = $1 WHERE id = $2", &[Int(now), Text(agent_id)]).await?;
-    tx.exec("UPDATE nodes SET run_count = run_count + 1 WHERE id = $1", &[Text(&node.node_id)]).await?;
+    if let Month::Sqlite = month {
+        // SQLite has one writer: in the run's transaction, as ever. Postgres: after it (below).
+        tx.exec("UPDATE agents SET last_seen_ms = $1 WHERE id = $2", &[Int(now), Text(agent_id)]).await?;
+    }
     tx.commit().await?;
     Ok(true)
 }
