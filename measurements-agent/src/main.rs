@@ -36,9 +36,22 @@ struct Cli {
     /// Print the effective settings (secrets redacted) and where each came from, then exit.
     #[arg(long, global = true)]
     print_config: bool,
+    /// `text` for people, `json` (one object per line: timestamp, level, message) for a log
+    /// collector. Progress and messages go to standard error either way.
+    #[arg(long, env = "HEADROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
+
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Whether [`log`] writes JSON lines (`--log-format json`); set once, before anything is logged.
+static LOG_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 #[derive(clap::Args)]
 struct ServerArgs {
@@ -364,17 +377,39 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// A line for the operator on standard error: as it is, or with `--log-format json` one JSON
+/// object with the time (UTC, RFC 3339), a level read from the line's `error:` or `warning:`
+/// prefix (`INFO` otherwise) and the message without it.
 fn log(line: &str) {
-    eprintln!("{line}");
+    if !LOG_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("{line}");
+        return;
+    }
+    let (level, message) = match (line.strip_prefix("error: "), line.strip_prefix("warning: ")) {
+        (Some(rest), _) => ("ERROR", rest),
+        (_, Some(rest)) => ("WARN", rest),
+        _ => ("INFO", line),
+    };
+    let object = serde_json::json!({ "timestamp": rfc3339(now_ms()), "level": level, "message": message });
+    eprintln!("{object}");
+}
+
+/// `2026-12-05T16:40:01.123Z` for a Unix time in milliseconds.
+fn rfc3339(unix_ms: i64) -> String {
+    let day = model::calendar::Date::from_unix_ms(unix_ms);
+    let ms = unix_ms.rem_euclid(86_400_000);
+    let (h, m, s, milli) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    format!("{day}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli: Cli = cli_config::parse();
+    LOG_JSON.store(cli.log_format == LogFormat::Json, std::sync::atomic::Ordering::Relaxed);
     match run(cli).await {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            log(&format!("error: {err:#}"));
             ExitCode::FAILURE
         }
     }
@@ -417,7 +452,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(token) => token,
                 None => {
                     let token = transport::peer::new_token();
-                    eprintln!("peer token (give it to `run transport --peer-token`): {token}");
+                    log(&format!("peer token (give it to `run transport --peer-token`): {token}"));
                     token
                 }
             };
@@ -439,7 +474,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(path) => path,
                 Err(err) => {
                     // The measurements are not lost yet: they go to standard output.
-                    eprintln!("error: {err:#}; the run is printed on standard output instead");
+                    log(&format!("error: {err:#}; the run is printed on standard output instead"));
                     println!("{}", serde_json::to_string_pretty(&run)?);
                     return Ok(ExitCode::from(5));
                 }

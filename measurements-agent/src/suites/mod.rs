@@ -49,7 +49,9 @@ impl Progress {
     /// Progress on stderr, with a bar when stderr is a terminal.
     pub fn stderr() -> Self {
         use std::io::IsTerminal;
-        Self::new(std::io::stderr().is_terminal(), None)
+        // A log collector gets JSON lines, never a bar drawn over them.
+        let json = crate::LOG_JSON.load(std::sync::atomic::Ordering::Relaxed);
+        Self::new(std::io::stderr().is_terminal() && !json, None)
     }
 
     /// Progress kept in memory as the lines a log would get (no bar): what tests read.
@@ -83,7 +85,7 @@ impl Progress {
         match (&mut self.sink, &self.bar) {
             (Some(lines), _) => lines.push(text.to_string()),
             (None, Some(bar)) => bar.println(text),
-            (None, None) => eprintln!("{text}"),
+            (None, None) => crate::log(text),
         }
     }
 
