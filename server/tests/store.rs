@@ -745,3 +745,44 @@ async fn replicas_making_the_same_new_month_at_once_store_every_run() {
         db.drop_database().await;
     }
 }
+
+/// Retention dropping a month while runs of that month are being stored: every acknowledged
+/// run ends whole, or marked as removed with its digests kept; never without its measurements
+/// and unmarked (which would show an empty run as if it had measured nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retention_racing_late_uploads_leaves_no_run_emptied_unmarked() {
+    for db in databases().await {
+        let backend = db.backend;
+        let store = Store::connect(&db.url).await.unwrap();
+        let agent_id = agent(&store).await;
+        let day = |d: &str| model::calendar::Date::parse(d).unwrap().unix_ms();
+        store.insert_run(&agent_id, &fleet_run("node-0", day("2026-01-05"), 1.0)).await.unwrap();
+        let uploads = {
+            let (store, agent_id) = (store.clone(), agent_id.clone());
+            tokio::spawn(async move {
+                let mut stored = Vec::new();
+                for i in 0..40i64 {
+                    let run = fleet_run(&format!("node-{}", i % 5), day("2026-01-06") + i * 60_000, 1.0);
+                    store.insert_run(&agent_id, &run).await.unwrap();
+                    stored.push(run);
+                }
+                stored
+            })
+        };
+        let march = model::calendar::Date::parse("2026-03-01").unwrap();
+        for _ in 0..4 {
+            store.remove_measurements_before(march, false).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let stored = uploads.await.unwrap();
+        for run in &stored {
+            let detail = store.get_run(run.run_id).await.unwrap().expect("every acknowledged run is stored");
+            match detail.run.measurements_removed_at_ms {
+                None => assert_eq!(detail.measurements, run.measurements, "{backend}: unmarked, so whole"),
+                Some(_) => assert!(detail.measurements.is_empty(), "{backend}: marked, so removed"),
+            }
+        }
+        store.close().await;
+        db.drop_database().await;
+    }
+}

@@ -113,17 +113,37 @@ impl Store {
     }
 
     async fn try_drop_month(&self, partition: &str, from: i64, to: i64) -> anyhow::Result<()> {
-        let now = now_ms();
         let mut tx = self.pool.begin().await?;
         // Waiting long behind a lock would queue every read and ingest behind this one.
         sqlx::query("SET LOCAL lock_timeout = '2s'").execute(&mut *tx).await?;
-        // The partition first: an ingest that has written into it commits before the runs are
-        // marked below, so its run is marked too; one that has not yet finds no partition
-        // after this commits, fails whole, and is stored in a new one when the agent retries.
+        // The month's runs are marked before the lock (most of them, so the lock is held
+        // briefly) and again under it (those stored meanwhile). The lock takes `measurements`
+        // before its partition, in the order an ingest's COPY does, so the two never wait on
+        // each other crosswise (the other order deadlocked: `server/tests/store.rs`
+        // `retention_racing_late_uploads_leaves_no_run_emptied_unmarked`). An ingest that has
+        // written into the month commits before the lock is granted, and is marked by the
+        // second pass; one that has not finds no partition after this commits, fails whole,
+        // and stores its run in a new one when it tries again.
+        self.mark_month(&mut tx, from, to).await?;
         // The name was read from the catalog and matched `measurements_yYYYYmMM`.
-        sqlx::query(AssertSqlSafe(format!("LOCK TABLE {partition} IN ACCESS EXCLUSIVE MODE")))
+        sqlx::query(AssertSqlSafe(format!("LOCK TABLE measurements, {partition} IN ACCESS EXCLUSIVE MODE")))
             .execute(&mut *tx)
             .await?;
+        self.mark_month(&mut tx, from, to).await?;
+        sqlx::query(AssertSqlSafe(format!("DROP TABLE {partition}"))).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Marks the runs started in `[from, to)`, and their suites, as having lost their
+    /// measurements; runs marked already keep their time.
+    async fn mark_month(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        from: i64,
+        to: i64,
+    ) -> anyhow::Result<()> {
+        let now = now_ms();
         sqlx::query(
             "UPDATE runs SET measurements_removed_at_ms = $1 \
              WHERE started_at_ms >= $2 AND started_at_ms < $3 AND measurements_removed_at_ms IS NULL",
@@ -131,7 +151,7 @@ impl Store {
         .bind(now)
         .bind(from)
         .bind(to)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         for suite in Suite::ALL {
             sqlx::query(
@@ -142,11 +162,9 @@ impl Store {
             .bind(suite.as_str())
             .bind(from)
             .bind(to)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
-        sqlx::query(AssertSqlSafe(format!("DROP TABLE {partition}"))).execute(&mut *tx).await?;
-        tx.commit().await?;
         Ok(())
     }
 
