@@ -559,6 +559,11 @@ async fn every_page_read_uses_an_index_not_a_scan_of_history() {
     .await;
 }
 
+/// The first millisecond (UTC) of the day `date`, `YYYY-MM-DD`.
+fn day(date: &str) -> i64 {
+    model::calendar::Date::parse(date).unwrap().unix_ms()
+}
+
 /// The partitions of `measurements` (Postgres), by name.
 async fn partitions(conn: &mut sqlx::AnyConnection) -> Vec<String> {
     let rows: Vec<(String,)> = sqlx::query_as(
@@ -580,7 +585,6 @@ async fn retention_removes_whole_old_months_of_measurements_and_keeps_every_run_
         let postgres = backend == "postgres";
         let store = Store::connect(&db.url).await.expect("connect");
         let agent_id = agent(&store).await;
-        let day = |d: &str| Date::parse(d).unwrap().unix_ms();
         // node-a at the last millisecond of January, the first of February and mid-March;
         // node-b in January only.
         let jan_a = fleet_run("node-a", day("2026-02-01") - 1, 3.0);
@@ -722,7 +726,6 @@ async fn replicas_making_the_same_new_month_at_once_store_every_run() {
         let backend = db.backend;
         let (a, b) = (Store::connect(&db.url).await.unwrap(), Store::connect(&db.url).await.unwrap());
         let agent_id = agent(&a).await;
-        let day = |d: &str| model::calendar::Date::parse(d).unwrap().unix_ms();
         let mut tasks = Vec::new();
         for i in 0..16i64 {
             let store = if i % 2 == 0 { a.clone() } else { b.clone() };
@@ -755,7 +758,6 @@ async fn retention_racing_late_uploads_leaves_no_run_emptied_unmarked() {
         let backend = db.backend;
         let store = Store::connect(&db.url).await.unwrap();
         let agent_id = agent(&store).await;
-        let day = |d: &str| model::calendar::Date::parse(d).unwrap().unix_ms();
         store.insert_run(&agent_id, &fleet_run("node-0", day("2026-01-05"), 1.0)).await.unwrap();
         let uploads = {
             let (store, agent_id) = (store.clone(), agent_id.clone());

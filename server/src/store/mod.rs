@@ -303,6 +303,14 @@ fn create_private_file(url: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Whether `err` holds a database error with the SQLSTATE `code` whose message starts with
+/// `message` (empty: any).
+fn database_error_is(err: &anyhow::Error, code: &str, message: &str) -> bool {
+    err.chain().filter_map(|cause| cause.downcast_ref::<sqlx::Error>()).any(|e| {
+        matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(code) && db.message().starts_with(message))
+    })
+}
+
 /// Unix time now, in milliseconds.
 pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)

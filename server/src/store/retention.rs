@@ -124,47 +124,14 @@ impl Store {
         // written into the month commits before the lock is granted, and is marked by the
         // second pass; one that has not finds no partition after this commits, fails whole,
         // and stores its run in a new one when it tries again.
-        self.mark_month(&mut tx, from, to).await?;
+        mark_month(&mut tx, from, to).await?;
         // The name was read from the catalog and matched `measurements_yYYYYmMM`.
         sqlx::query(AssertSqlSafe(format!("LOCK TABLE measurements, {partition} IN ACCESS EXCLUSIVE MODE")))
             .execute(&mut *tx)
             .await?;
-        self.mark_month(&mut tx, from, to).await?;
+        mark_month(&mut tx, from, to).await?;
         sqlx::query(AssertSqlSafe(format!("DROP TABLE {partition}"))).execute(&mut *tx).await?;
         tx.commit().await?;
-        Ok(())
-    }
-
-    /// Marks the runs started in `[from, to)`, and their suites, as having lost their
-    /// measurements; runs marked already keep their time.
-    async fn mark_month(
-        &self,
-        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-        from: i64,
-        to: i64,
-    ) -> anyhow::Result<()> {
-        let now = now_ms();
-        sqlx::query(
-            "UPDATE runs SET measurements_removed_at_ms = $1 \
-             WHERE started_at_ms >= $2 AND started_at_ms < $3 AND measurements_removed_at_ms IS NULL",
-        )
-        .bind(now)
-        .bind(from)
-        .bind(to)
-        .execute(&mut **tx)
-        .await?;
-        for suite in Suite::ALL {
-            sqlx::query(
-                "UPDATE run_suites SET measurements_removed_at_ms = $1 WHERE suite = $2 \
-                 AND started_at_ms >= $3 AND started_at_ms < $4 AND measurements_removed_at_ms IS NULL",
-            )
-            .bind(now)
-            .bind(suite.as_str())
-            .bind(from)
-            .bind(to)
-            .execute(&mut **tx)
-            .await?;
-        }
         Ok(())
     }
 
@@ -210,11 +177,37 @@ impl Store {
     }
 }
 
+/// Marks the runs started in `[from, to)`, and their suites, as having lost their
+/// measurements; runs marked already keep their time.
+async fn mark_month(tx: &mut sqlx::Transaction<'static, sqlx::Any>, from: i64, to: i64) -> anyhow::Result<()> {
+    let now = now_ms();
+    sqlx::query(
+        "UPDATE runs SET measurements_removed_at_ms = $1 \
+         WHERE started_at_ms >= $2 AND started_at_ms < $3 AND measurements_removed_at_ms IS NULL",
+    )
+    .bind(now)
+    .bind(from)
+    .bind(to)
+    .execute(&mut **tx)
+    .await?;
+    for suite in Suite::ALL {
+        sqlx::query(
+            "UPDATE run_suites SET measurements_removed_at_ms = $1 WHERE suite = $2 \
+             AND started_at_ms >= $3 AND started_at_ms < $4 AND measurements_removed_at_ms IS NULL",
+        )
+        .bind(now)
+        .bind(suite.as_str())
+        .bind(from)
+        .bind(to)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
 /// Whether `err` is Postgres's `lock_not_available` (a `lock_timeout` that ran out).
 fn lock_timed_out(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|cause| cause.downcast_ref::<sqlx::Error>())
-        .any(|e| matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03")))
+    super::database_error_is(err, "55P03", "")
 }
 
 /// The month a partition named `measurements_yYYYYmMM` holds, as its first millisecond and the

@@ -689,10 +689,7 @@ impl TryFrom<MeasurementRow> for Measurement {
 /// Whether `err` is Postgres's "no partition of relation … found for row" (23514 with that
 /// text; the same code also names a failed CHECK).
 fn no_partition(err: &anyhow::Error) -> bool {
-    err.chain().filter_map(|cause| cause.downcast_ref::<sqlx::Error>()).any(|e| {
-        matches!(e, sqlx::Error::Database(db)
-            if db.code().as_deref() == Some("23514") && db.message().starts_with("no partition of relation"))
-    })
+    super::database_error_is(err, "23514", "no partition of relation")
 }
 
 /// Where a run's measurements go.
