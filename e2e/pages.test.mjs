@@ -168,6 +168,42 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   await context.close();
 });
 
+test('llm serving: GPUs and dollars per million tokens follow the workload; a model too large for one GPU says how many it needs', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/llm');
+  const gpus = page.locator('[data-out=gpus]');
+  await gpus.waitFor();
+  assert.match(await page.locator('[data-out=per-million-output]').innerText(), /^\$\d[\d,.]* output$/);
+  assert.match(await page.locator('table[data-out=memory]').innerText(), /128 KiB/, 'KV per token of Llama 3 8B in BF16');
+  assert.match(await page.locator('[data-chart=llm-latency] svg').getAttribute('aria-label'), /p99 latency/);
+  await hydrated(page);
+  await page.evaluate(() => { window.__stillHere = true; });
+  // Ten times the requests: more GPUs, without a page load.
+  const before = Number((await gpus.innerText()).replace(/,/g, ''));
+  await page.fill('#f-requests', '1B');
+  await page.waitForFunction((old) => document.querySelector('[data-out=gpus]')?.textContent !== old, String(before));
+  const after = Number((await gpus.innerText()).replace(/,/g, ''));
+  assert.ok(after > before, `${before} → ${after} GPUs`);
+  assert.equal(await page.evaluate(() => window.__stillHere), true, 'no page load');
+  // Llama 3 70B in BF16 does not fit one 80 GiB GPU: the page names the degree that does.
+  await page.fill('#f-parameters', '70.6B');
+  await page.fill('#f-layers', '80');
+  await page.locator('.problems', { hasText: '4 GPUs hold' }).waitFor();
+  await page.selectOption('#f-tp', '4');
+  await gpus.waitFor();
+  assert.match(await page.locator('[data-out=replicas]').innerText(), /× 4 GPU\(s\)/);
+  await page.fill('#f-ttft_ms', '</textarea><script>alert(1)</script>');
+  await page.locator('.field[data-field=ttft_ms] .field-error', { hasText: 'is not a number' }).waitFor();
+  await page.fill('#f-ttft_ms', '1000');
+  await gpus.waitFor();
+  await noNaN(page);
+  await review(page, 'llm-1280');
+  await page.setViewportSize(PHONE);
+  await review(page, 'llm-390');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('scenarios: save the planner inputs, list them, reopen them', async () => {
   const { context, page, problems } = await watchedPage(browser, WIDE);
   await signIn(page, env.base, env.password, '/planner');

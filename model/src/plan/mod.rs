@@ -4,6 +4,7 @@ pub mod attribution;
 pub mod checks;
 pub mod cost;
 pub mod endpoint;
+pub mod llm;
 pub mod memory;
 pub mod quant;
 pub mod queue;

@@ -1,0 +1,243 @@
+//! The LLM planning model against llama.cpp's OpenAI-compatible server serving a tiny
+//! Llama-architecture model (random weights, real compute), both built by
+//! `tools/llm-server/setup.sh` under the target directory, once: the KV cache the memory model
+//! predicts is the one the server allocates and holds, and the engine fitted from the agent's
+//! load test is the one the server itself reports.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use common::text;
+use model::RunUpload;
+use model::plan::llm::fit::{check, steps};
+use model::plan::llm::memory::{LlmMemoryInput, LlmShape, fit};
+use model::plan::memory::Precision;
+use model::units::Bytes;
+
+/// The server and the model, built on first use (a failure fails the test: never skipped).
+fn built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| common::tool_venv("llm-server"))
+}
+
+/// One test at a time: each measures latencies on the same two cores.
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const SLOTS: u32 = 8;
+const CONTEXT: u32 = 4096;
+
+/// llama-server on a free port, its log in `log`; killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `verbosity` 4 logs the KV cache's size; 0 keeps a load test's server quiet.
+fn llama_server(log: &Path, verbosity: u8) -> Server {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = built();
+    // One thread for the model, as a GPU is one device; prompts are not cached between
+    // requests (the planning model does not model prefix caching); EOS never ends an answer
+    // early, so every request generates max_tokens.
+    let args = ["-c", &CONTEXT.to_string(), "-np", &SLOTS.to_string(), "-t", "1", "-tb", "1"];
+    let mut command = Command::new(dir.join("bin/llama-server"));
+    command
+        .arg("-m")
+        .arg(dir.join("models/tiny.gguf"))
+        .args(args)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--ignore-eos", "--no-webui"])
+        .args(["--no-cache-prompt", "--cache-ram", "0", "-lv", &verbosity.to_string()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap());
+    let mut server =
+        Server { child: command.spawn().expect("llama-server starts"), url: format!("http://127.0.0.1:{port}") };
+    let client = reqwest::blocking::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!("llama-server exited ({status}): {}", std::fs::read_to_string(log).unwrap_or_default());
+        }
+        if client.get(format!("{}/health", server.url)).send().is_ok_and(|r| r.status().is_success()) {
+            return server;
+        }
+        assert!(Instant::now() < deadline, "llama-server did not become ready in 120 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The model's shape as the setup wrote it.
+fn shape() -> LlmShape {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(built().join("models/tiny.json")).unwrap()).unwrap();
+    let n = |key: &str| json[key].as_u64().unwrap_or_else(|| panic!("tiny.json has no {key}"));
+    LlmShape {
+        parameters: n("parameters") as f64,
+        layers: n("layers") as u32,
+        kv_heads: n("kv_heads") as u32,
+        head_dim: n("head_dim") as u32,
+        weights: Precision::Fp16,
+        kv: Precision::Fp16,
+    }
+}
+
+/// `words` words of ordinary text.
+fn prompt(words: usize) -> String {
+    "the model reads this sentence and then some more of it "
+        .split(' ')
+        .cycle()
+        .take(words)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Tokens the server's tokenizer makes of `text`.
+fn tokens(url: &str, text: &str) -> usize {
+    let body = serde_json::json!({"content": text});
+    let answer: serde_json::Value =
+        reqwest::blocking::Client::new().post(format!("{url}/tokenize")).json(&body).send().unwrap().json().unwrap();
+    answer["tokens"].as_array().expect("/tokenize answers tokens").len()
+}
+
+/// The longest prompt of ordinary text with at most `limit` tokens.
+fn prompt_within(url: &str, limit: usize) -> String {
+    let words = (1..2000).take_while(|&w| tokens(url, &prompt(w)) <= limit).last().expect("one word fits");
+    prompt(words)
+}
+
+fn complete(url: &str, prompt: &str, max_tokens: u32) -> (u16, serde_json::Value) {
+    let client = reqwest::blocking::Client::new();
+    let body = serde_json::json!({"prompt": prompt, "max_tokens": max_tokens, "stream": false});
+    let response = client.post(format!("{url}/v1/completions")).json(&body).send().unwrap();
+    (response.status().as_u16(), response.json().unwrap_or(serde_json::Value::Null))
+}
+
+#[test]
+fn the_kv_cache_the_memory_model_predicts_is_the_one_llama_cpp_allocates_and_holds() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let server = llama_server(&log, 4);
+    let shape = shape();
+
+    // Bytes: the server logs the cache it allocated for CONTEXT tokens.
+    let logged = BufReader::new(std::fs::File::open(&log).unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            let size = line.split("llama_kv_cache: size =").nth(1)?;
+            size.split_whitespace().next()?.parse::<f64>().ok()
+        })
+        .expect("llama-server logs its KV cache size");
+    let predicted = shape.kv_bytes_per_token(1) * f64::from(CONTEXT);
+    assert!(
+        (predicted.0 / 1048576.0 - logged).abs() < 0.01,
+        "predicted {} MiB, llama.cpp allocated {logged} MiB",
+        predicted.0 / 1048576.0
+    );
+
+    // Sequences: a device with room for the weights and that cache holds SLOTS sequences of
+    // CONTEXT / SLOTS tokens, which is what the server gives each slot.
+    let per_sequence = f64::from(CONTEXT / SLOTS);
+    let memory = LlmMemoryInput {
+        shape,
+        device_memory: shape.weight_bytes(1) + predicted,
+        tensor_parallel: 1,
+        activations: Bytes(0.0),
+        headroom: 0.0,
+        tokens_per_sequence: per_sequence,
+    };
+    let fitted = fit(&memory).unwrap();
+    let props: serde_json::Value = reqwest::blocking::get(format!("{}/props", server.url)).unwrap().json().unwrap();
+    assert_eq!(u64::from(fitted.max_sequences), props["total_slots"].as_u64().unwrap(), "{props}");
+    assert_eq!(props["default_generation_settings"]["n_ctx"].as_f64(), Some(fitted.kv_tokens / f64::from(SLOTS)));
+
+    // Held: SLOTS requests that fill nearly a slot each (prompt and answer) are served at once;
+    // a prompt longer than a slot is refused, with a message that says so.
+    let per_slot = (CONTEXT / SLOTS) as usize;
+    let near_full = prompt_within(&server.url, per_slot - 100 - 2);
+    let answers: Vec<(u16, serde_json::Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..SLOTS).map(|_| s.spawn(|| complete(&server.url, &near_full, 100))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (status, body) in &answers {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(body["usage"]["completion_tokens"], 100, "{body}");
+        assert!(body["usage"]["total_tokens"].as_u64().unwrap() > (per_slot as u64) * 9 / 10, "{body}");
+    }
+    let too_long = prompt_within(&server.url, per_slot + 50);
+    assert!(tokens(&server.url, &too_long) > per_slot);
+    let (status, body) = complete(&server.url, &too_long, 8);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("context"), "{body}");
+}
+
+#[test]
+fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let server = llama_server(&dir.path().join("server.log"), 0);
+    let spool = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("measurements-agent")
+        .unwrap()
+        .args(["run", "endpoint", "--target", &server.url, "--protocol", "openai-completions"])
+        .args(["--rates", "0.5,2,3.5,5", "--duration", "10s", "--warmup", "2s", "--max-tokens", "32"])
+        .args(["--prompt-words", "40-80", "--json", "--spool"])
+        .arg(spool.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let run: RunUpload = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let steps = steps(&run.measurements);
+    assert_eq!(steps.len(), 4, "{}", text(&out));
+    assert!(steps.iter().all(|s| s.output_tokens == 32.0), "every answer is max_tokens long: {steps:?}");
+    let check = check(&steps, SLOTS).expect("a trusted step");
+    let engine = check.calibration.engine;
+    for p in &check.predictions {
+        eprintln!(
+            "step {} at {:.2}/s: TTFT p99 {:.1} ms measured, {} predicted; ITL p99 {:.2} ms measured, {} predicted",
+            p.step,
+            p.offered,
+            p.measured_ttft_p99 * 1e3,
+            p.ttft_p99.map_or("unbounded".into(), |v| format!("{:.1} ms", v * 1e3)),
+            p.measured_itl_p99 * 1e3,
+            p.itl_p99.map_or("unbounded".into(), |v| format!("{:.2} ms", v * 1e3)),
+        );
+    }
+    eprintln!("fitted {engine:?}; mean |error| TTFT p99 {:?}, ITL p99 {:?}", check.mape_ttft_p99, check.mape_itl_p99);
+
+    // What llama.cpp measures inside itself for one request of the same lengths, alone.
+    let mean_words = 60;
+    let (status, body) = complete(&server.url, &prompt(mean_words), 32);
+    assert_eq!(status, 200, "{body}");
+    let timings = &body["timings"];
+    let per_prompt_token = timings["prompt_per_token_ms"].as_f64().unwrap() * 1e-3;
+    let per_token = timings["predicted_per_token_ms"].as_f64().unwrap() * 1e-3;
+    let one = engine.fixed.0 + engine.per_sequence.0;
+    let within = |fitted: f64, reported: f64, tolerance: f64| (fitted - reported).abs() <= tolerance * reported;
+    assert!(within(one, per_token, 0.25), "a decode iteration: fitted {one} s, llama.cpp {per_token} s");
+    // The fitted prompt cost also carries what happens before the first token outside the
+    // model (HTTP, tokenizing, the first sampling), so it is a little above the server's.
+    assert!(
+        within(engine.per_prompt_token.0, per_prompt_token, 0.35),
+        "a prompt token: fitted {} s, llama.cpp {per_prompt_token} s",
+        engine.per_prompt_token.0
+    );
+    assert!(check.predictions.iter().filter(|p| p.counted).count() >= 2, "{check:?}");
+}

@@ -1,0 +1,67 @@
+//! Prints the continuous-batching model's check against an LLM endpoint run: the engine fitted
+//! on the run, then each step's measured TTFT and ITL p50/p99 beside the model's at the offered
+//! rate, with the p99 errors and their mean over the counted steps.
+//!
+//! `measurements-agent run endpoint --protocol openai-completions … --json > run.json;
+//! cargo run -p model --example llm_check -- run.json SLOTS`
+
+use model::RunUpload;
+use model::plan::llm::fit::{check, steps};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().expect("usage: llm_check RUN.json SLOTS");
+    let slots: u32 = args.next().and_then(|s| s.parse().ok()).expect("usage: llm_check RUN.json SLOTS");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let run: RunUpload = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not a run: {e}"));
+    let steps = steps(&run.measurements);
+    let Some(check) = check(&steps, slots) else {
+        eprintln!("no trusted LLM step with a successful request: nothing to fit");
+        std::process::exit(1);
+    };
+    let c = check.calibration;
+    let e = c.engine;
+    println!(
+        "engine: t0 {:.3} ms, d {:.3} ms per sequence{}, p {:.4} ms per prompt token ({:.0} tokens/s), {} slots; I {:.1}, O {:.1} tokens (step {})",
+        e.fixed.0 * 1e3,
+        e.per_sequence.0 * 1e3,
+        c.batch_step.map_or(" (no batched step: 0)".to_string(), |s| format!(" (step {s})")),
+        e.per_prompt_token.0 * 1e3,
+        1.0 / e.per_prompt_token.0,
+        e.slots,
+        c.input_tokens,
+        c.output_tokens,
+        c.base_step,
+    );
+    println!(
+        "| step | offered/s | busy | TTFT p50 meas / model ms | TTFT p99 meas / model ms | error | ITL p50 meas / model ms | ITL p99 meas / model ms | error | counted |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let ms = |v: Option<f64>| v.map_or("unbounded".to_string(), |v| format!("{:.2}", v * 1e3));
+    let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:+.0} %", v * 100.0));
+    for p in &check.predictions {
+        println!(
+            "| {} | {:.2} | {} | {:.2} / {} | {:.2} / {} | {} | {:.2} / {} | {:.2} / {} | {} | {} |",
+            p.step,
+            p.offered,
+            p.busy.map_or("–".into(), |b| format!("{:.0} %", b * 100.0)),
+            p.measured_ttft_p50 * 1e3,
+            ms(p.ttft_p50),
+            p.measured_ttft_p99 * 1e3,
+            ms(p.ttft_p99),
+            pct(p.error_ttft_p99),
+            p.measured_itl_p50 * 1e3,
+            ms(p.itl_p50),
+            p.measured_itl_p99 * 1e3,
+            ms(p.itl_p99),
+            pct(p.error_itl_p99),
+            if p.counted { "yes" } else { "no" },
+        );
+    }
+    let pct = |v: Option<f64>| v.map_or("no counted step".to_string(), |v| format!("{:.0} %", v * 100.0));
+    println!(
+        "mean |error| of p99 over counted steps: TTFT {}, ITL {}",
+        pct(check.mape_ttft_p99),
+        pct(check.mape_itl_p99)
+    );
+}

@@ -1,0 +1,284 @@
+//! The engine's costs fitted from a load test of an OpenAI-compatible server (the agent's
+//! `endpoint` suite with `--protocol openai-*`), and every step predicted beside its
+//! measurement.
+//!
+//! From the least-loaded trusted step (the base), with I and O its mean prompt and output
+//! lengths: the median gap is one iteration of one sequence, t₀ + d; the median TTFT less that
+//! gap is the prompt's reading, p·I (everything before the first token that is not an
+//! iteration, such as parsing and tokenizing, is counted in it). From the step with the largest
+//! mean batch (L = achieved rate × mean latency, by Little's law) the per-sequence cost d is the
+//! one at which the model's median gap at that step's rate is the measured one (bisection over
+//! [0, t₀ + d]); with no such step (every step nearly idle) d = 0 and [`LlmCalibration::batch_measured`]
+//! says so. The slots come from the caller: the server's configuration, or the memory fit.
+
+use std::collections::BTreeMap;
+
+use super::batching::{Engine, Load, predict};
+use crate::plan::endpoint::{self, COUNTED_BELOW_UTILIZATION};
+use crate::units::Seconds;
+use crate::wire::run::{Measurement, MeasurementStatus, Stats, Suite};
+
+/// One step of an LLM load test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmStep {
+    pub step: endpoint::Step,
+    pub ttft: Stats,
+    pub itl: Stats,
+    /// Mean prompt and output tokens of the successful requests.
+    pub input_tokens: f64,
+    pub output_tokens: f64,
+    /// Successful requests in the measured window.
+    pub requests: u64,
+}
+
+/// The steps of a run that carry TTFT, ITL and token counts, in order.
+pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
+    let mut by_step: BTreeMap<u32, Vec<&Measurement>> = BTreeMap::new();
+    for m in measurements.iter().filter(|m| m.suite == Suite::Endpoint && m.status == MeasurementStatus::Ok) {
+        if let Some(step) = m.parameters.get("step").and_then(|s| s.parse().ok()) {
+            by_step.entry(step).or_default().push(m);
+        }
+    }
+    endpoint::steps(measurements)
+        .into_iter()
+        .filter_map(|step| {
+            let ms = by_step.get(&step.step)?;
+            let stats = |case: &str| ms.iter().find(|m| m.case == case).and_then(|m| m.stats);
+            let requests = stats("endpoint_latency")?.samples;
+            let per_request = |case: &str| stats(case).map(|s| s.mean / requests.max(1) as f64);
+            Some(LlmStep {
+                ttft: stats("endpoint_ttft")?,
+                itl: stats("endpoint_itl")?,
+                input_tokens: per_request("endpoint_input_tokens")?,
+                output_tokens: per_request("endpoint_output_tokens")?,
+                requests,
+                step,
+            })
+        })
+        .filter(|s| s.requests > 0 && s.output_tokens >= 1.0)
+        .collect()
+}
+
+/// The engine as fitted, and where each part came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmCalibration {
+    pub engine: Engine,
+    pub input_tokens: f64,
+    pub output_tokens: f64,
+    pub base_step: u32,
+    /// The step d was fitted on; `None` when no step batched enough to tell.
+    pub batch_step: Option<u32>,
+    pub batch_measured: bool,
+}
+
+/// A step's mean number of resident sequences, by Little's law.
+fn resident(s: &LlmStep) -> f64 {
+    s.step.achieved * s.step.mean.unwrap_or(0.0)
+}
+
+/// Fits the engine on the trusted steps; `None` without a trusted step that succeeded.
+pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
+    let trusted: Vec<&LlmStep> = steps.iter().filter(|s| s.step.trusted() && s.step.error_rate <= 0.01).collect();
+    let base = trusted
+        .iter()
+        .filter(|s| !s.step.saturated)
+        .min_by(|a, b| a.step.offered.total_cmp(&b.step.offered))
+        .or_else(|| trusted.iter().min_by(|a, b| a.step.offered.total_cmp(&b.step.offered)))?;
+    let (i, o) = (base.input_tokens, base.output_tokens);
+    let one = base.itl.p50.max(1e-6);
+    let prompt = (base.ttft.p50 - one).max(1e-6);
+    let per_prompt_token = if i > 0.0 { prompt / i } else { 0.0 };
+    let engine = |d: f64| Engine {
+        fixed: Seconds((one - d).max(0.0)),
+        per_sequence: Seconds(d.min(one)),
+        per_prompt_token: Seconds(per_prompt_token),
+        slots: slots.max(1),
+    };
+    let batched = trusted
+        .iter()
+        .filter(|s| !s.step.saturated && s.step.step != base.step.step && resident(s) >= 1.2)
+        .max_by(|a, b| resident(a).total_cmp(&resident(b)));
+    let Some(batched) = batched else {
+        return Some(LlmCalibration {
+            engine: engine(0.0),
+            input_tokens: i,
+            output_tokens: o,
+            base_step: base.step.step,
+            batch_step: None,
+            batch_measured: false,
+        });
+    };
+    let load = Load { rate: batched.step.offered, input_tokens: i, output_tokens: o };
+    let gap = |d: f64| predict(&engine(d), &load).ok().flatten().map_or(f64::INFINITY, |l| l.itl_p50.0);
+    let (mut lo, mut hi) = (0.0, one);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if gap(mid) < batched.itl.p50 { lo = mid } else { hi = mid }
+    }
+    Some(LlmCalibration {
+        engine: engine(lo),
+        input_tokens: i,
+        output_tokens: o,
+        base_step: base.step.step,
+        batch_step: Some(batched.step.step),
+        batch_measured: true,
+    })
+}
+
+/// The model's TTFT and ITL beside one step's measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmPrediction {
+    pub step: u32,
+    pub offered: f64,
+    /// The engine's busy share predicted at that rate; `None` past its capacity.
+    pub busy: Option<f64>,
+    pub ttft_p99: Option<f64>,
+    pub itl_p99: Option<f64>,
+    pub ttft_p50: Option<f64>,
+    pub itl_p50: Option<f64>,
+    pub measured_ttft_p99: f64,
+    pub measured_itl_p99: f64,
+    pub measured_ttft_p50: f64,
+    pub measured_itl_p50: f64,
+    /// (predicted − measured) / measured.
+    pub error_ttft_p99: Option<f64>,
+    pub error_itl_p99: Option<f64>,
+    /// Counted in the summary: trusted, not the base step, not saturated, below capacity × 0.8.
+    pub counted: bool,
+}
+
+/// Every step predicted, and the error summarised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCheck {
+    pub calibration: LlmCalibration,
+    pub predictions: Vec<LlmPrediction>,
+    /// Mean absolute error of TTFT p99 and of ITL p99 over the counted steps, as fractions.
+    pub mape_ttft_p99: Option<f64>,
+    pub mape_itl_p99: Option<f64>,
+}
+
+/// Calibrates on `steps` and predicts each at its offered rate and the base step's lengths.
+pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
+    let calibration = calibrate(steps, slots)?;
+    let engine = calibration.engine;
+    let capacity = engine.capacity(calibration.input_tokens, calibration.output_tokens);
+    let predictions: Vec<LlmPrediction> = steps
+        .iter()
+        .map(|s| {
+            let load = Load {
+                rate: s.step.offered,
+                input_tokens: calibration.input_tokens,
+                output_tokens: calibration.output_tokens,
+            };
+            let latency = predict(&engine, &load).ok().flatten();
+            let error = |p: Option<f64>, m: f64| p.filter(|_| m > 0.0).map(|p| (p - m) / m);
+            let ttft_p99 = latency.map(|l| l.ttft_p99.0);
+            let itl_p99 = latency.map(|l| l.itl_p99.0);
+            LlmPrediction {
+                step: s.step.step,
+                offered: s.step.offered,
+                busy: latency.map(|l| l.busy),
+                ttft_p99,
+                itl_p99,
+                ttft_p50: latency.map(|l| l.ttft_p50.0),
+                itl_p50: latency.map(|l| l.itl_p50.0),
+                measured_ttft_p99: s.ttft.p99,
+                measured_itl_p99: s.itl.p99,
+                measured_ttft_p50: s.ttft.p50,
+                measured_itl_p50: s.itl.p50,
+                error_ttft_p99: error(ttft_p99, s.ttft.p99),
+                error_itl_p99: error(itl_p99, s.itl.p99),
+                counted: s.step.trusted()
+                    && !s.step.saturated
+                    && s.step.error_rate <= 0.01
+                    && s.step.step != calibration.base_step
+                    && s.step.offered < COUNTED_BELOW_UTILIZATION * capacity
+                    && latency.is_some(),
+            }
+        })
+        .collect();
+    let mean = |pick: fn(&LlmPrediction) -> Option<f64>| {
+        let errors: Vec<f64> = predictions.iter().filter(|p| p.counted).filter_map(pick).map(f64::abs).collect();
+        (!errors.is_empty()).then(|| errors.iter().sum::<f64>() / errors.len() as f64)
+    };
+    Some(LlmCheck {
+        calibration,
+        mape_ttft_p99: mean(|p| p.error_ttft_p99),
+        mape_itl_p99: mean(|p| p.error_itl_p99),
+        predictions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::run::{Case, Unit};
+
+    /// The measurements of one open-loop step, as the agent stores them, saying what the model
+    /// predicts for `engine` at `rate`.
+    fn step(step: u32, rate: f64, engine: &Engine, load: Load) -> Vec<Measurement> {
+        let l = predict(engine, &Load { rate, ..load }).unwrap().unwrap();
+        let parameters: BTreeMap<String, String> =
+            [("step", step.to_string()), ("saturated", "false".into()), ("client_limited", "false".into())]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+        let requests = 400u64;
+        let m = |case: &str, unit: Unit, stats: Stats| Measurement {
+            suite: Suite::Endpoint,
+            case: case.into(),
+            parameters: parameters.clone(),
+            unit,
+            status: MeasurementStatus::Ok,
+            reason: None,
+            histogram: None,
+            stats: Some(stats),
+            floor: None,
+        };
+        let quantiles = |p50: f64, p99: f64| Stats { p50, p99, samples: requests, ..Stats::single(p50) };
+        vec![
+            m(
+                Case::EndpointLatency.as_str(),
+                Unit::Seconds,
+                Stats { samples: requests, ..Stats::single(l.e2e_mean.0) },
+            ),
+            m(Case::EndpointOfferedRate.as_str(), Unit::RequestsPerSecond, Stats::single(rate)),
+            m(Case::EndpointAchievedRate.as_str(), Unit::RequestsPerSecond, Stats::single(rate)),
+            m(Case::EndpointErrorRate.as_str(), Unit::Ratio, Stats::single(0.0)),
+            m("endpoint_ttft", Unit::Seconds, quantiles(l.ttft_p50.0, l.ttft_p99.0)),
+            m("endpoint_itl", Unit::Seconds, quantiles(l.itl_p50.0, l.itl_p99.0)),
+            m("endpoint_input_tokens", Unit::Count, Stats::single(load.input_tokens * requests as f64)),
+            m("endpoint_output_tokens", Unit::Count, Stats::single(load.output_tokens * requests as f64)),
+        ]
+    }
+
+    #[test]
+    fn a_run_that_measured_the_model_is_fitted_back_and_predicted_within_its_own_error() {
+        let engine = Engine {
+            fixed: Seconds(0.010),
+            per_sequence: Seconds(0.0005),
+            per_prompt_token: Seconds(0.0001),
+            slots: 32,
+        };
+        let load = Load { rate: 0.0, input_tokens: 200.0, output_tokens: 64.0 };
+        let rates = [0.2, 2.0, 5.0, 8.0];
+        let ms: Vec<Measurement> =
+            rates.iter().enumerate().flat_map(|(i, &r)| step(i as u32 + 1, r, &engine, load)).collect();
+        let steps = steps(&ms);
+        assert_eq!(steps.len(), 4);
+        assert_eq!((steps[0].input_tokens, steps[0].output_tokens, steps[0].requests), (200.0, 64.0, 400));
+        let check = check(&steps, 32).unwrap();
+        let fitted = check.calibration.engine;
+        assert_eq!(check.calibration.base_step, 1);
+        assert_eq!(check.calibration.batch_step, Some(4), "the step with the largest batch");
+        // The base step's median gap is t₀ + d·(1 + a few others), so t₀ + d comes out a little
+        // high and d is fitted to make up for it at the loaded step: close, not exact.
+        let within = |a: f64, b: f64, tolerance: f64| (a - b).abs() <= tolerance * b;
+        assert!(within(fitted.fixed.0 + fitted.per_sequence.0, 0.0105, 0.05), "{fitted:?}");
+        assert!(within(fitted.per_prompt_token.0, 0.0001, 0.25), "{fitted:?}");
+        assert!(check.predictions.iter().filter(|p| p.counted).count() >= 2, "{check:?}");
+        assert!(check.mape_ttft_p99.unwrap() < 0.15 && check.mape_itl_p99.unwrap() < 0.15, "{check:?}");
+        // Nothing to fit on: no step with an answer.
+        assert!(super::check(&[], 32).is_none());
+    }
+}

@@ -1,0 +1,19 @@
+//! Serving a large language model: memory in tokens, latency in time to first token (TTFT) and
+//! inter-token latency (ITL), cost in dollars per million tokens.
+//!
+//! - [`memory`]: weights and the KV cache against device memory, per tensor-parallel degree; the
+//!   tokens the cache holds and so the sequences that fit at once.
+//! - [`batching`]: TTFT and ITL percentiles under continuous batching at an arrival rate, from
+//!   an engine's cost per iteration (checked against a discrete-event simulation in
+//!   `model/tests/llm_simulation.rs`).
+//! - [`sizing`]: replicas for TTFT and ITL SLOs, and what a request, a million input tokens and
+//!   a million output tokens cost.
+//! - [`fit`]: the engine's costs fitted from an `endpoint` run of an OpenAI-compatible server,
+//!   and every step of that run predicted beside what was measured.
+
+pub mod batching;
+pub mod fit;
+pub mod memory;
+pub mod sizing;
+
+pub use batching::{Engine, Latency, Load, predict};
