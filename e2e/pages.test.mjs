@@ -188,10 +188,10 @@ test('llm serving: GPUs and dollars per million tokens follow the workload; a mo
   // Llama 3 70B in BF16 does not fit one 80 GiB GPU: the page names the degree that does.
   await page.fill('#f-parameters', '70.6B');
   await page.fill('#f-layers', '80');
-  await page.locator('.problems', { hasText: '4 GPUs hold' }).waitFor();
-  await page.selectOption('#f-tp', '4');
+  await page.locator('.problems', { hasText: '2 GPUs hold' }).waitFor();
+  await page.selectOption('#f-tp', '2');
   await gpus.waitFor();
-  assert.match(await page.locator('[data-out=replicas]').innerText(), /× 4 GPU\(s\)/);
+  assert.match(await page.locator('[data-out=replicas]').innerText(), /× 2 GPU\(s\)/);
   await page.fill('#f-ttft_ms', '</textarea><script>alert(1)</script>');
   await page.locator('.field[data-field=ttft_ms] .field-error', { hasText: 'is not a number' }).waitFor();
   await page.fill('#f-ttft_ms', '1000');

@@ -194,11 +194,15 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     let dir = tempfile::tempdir().unwrap();
     let server = llama_server(&dir.path().join("server.log"), 0);
     let spool = tempfile::tempdir().unwrap();
+    let db = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let headroom = runtime.block_on(common::Server::start(db.path(), "127.0.0.1:0"));
+    let token = headroom.agent_token("llm-agent");
     let out = Command::cargo_bin("measurements-agent")
         .unwrap()
         .args(["run", "endpoint", "--target", &server.url, "--protocol", "openai-completions"])
         .args(["--rates", "0.5,2,3.5,5", "--duration", "10s", "--warmup", "2s", "--max-tokens", "32"])
-        .args(["--prompt-words", "40-80", "--json", "--spool"])
+        .args(["--prompt-words", "40-80", "--json", "--server", &headroom.url, "--token", &token, "--spool"])
         .arg(spool.path())
         .output()
         .unwrap();
@@ -240,4 +244,22 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
         engine.per_prompt_token.0
     );
     assert!(check.predictions.iter().filter(|p| p.counted).count() >= 2, "{check:?}");
+
+    // The run's page fits the same engine and sets each step beside the model.
+    let run_id = run.run_id.to_string();
+    let viewer = common::api_token(db.path(), "manager", "viewer");
+    let page = reqwest::blocking::Client::new()
+        .get(format!("{}/runs/{run_id}", headroom.url))
+        .bearer_auth(&viewer)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(page.contains("Your LLM server under load"), "{page}");
+    let table = page.split("llm-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
+    assert_eq!(table.matches("<tr").count(), 1 + 4, "a header row and a row per step: {table}");
+    for chart in ["ttft-cdf", "itl-cdf", "tokens"] {
+        assert!(page.contains(&format!("data-chart=\"{chart}\"")), "{chart}");
+    }
+    runtime.block_on(headroom.stop());
 }

@@ -3,4 +3,5 @@
 
 pub mod charts;
 pub mod form;
+pub mod llm_check;
 pub mod service_picker;

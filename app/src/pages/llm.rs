@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use model::format::{bytes, count, grouped, seconds, usd};
+use model::plan::llm::batching::MAX_SLOTS;
 use model::plan::llm::memory::{LlmMemoryFit, LlmMemoryInput, LlmShape, TENSOR_PARALLEL, fit};
 use model::plan::llm::sizing::{LlmSizing, LlmSizingInput, size};
 use model::plan::llm::{Engine, Load, predict};
@@ -29,6 +30,7 @@ macro_rules! field {
 pub const FIELDS: &[FieldSpec] = &[
     field!("requests", "Requests per month", "requests", "10M", Rule::Positive),
     field!("input", "Prompt tokens per request", "tokens, mean", "1000", Rule::NonNegative),
+    field!("input_cv", "Prompt length variation", "std dev ÷ mean", "0.5", Rule::NonNegative),
     field!("output", "Output tokens per request", "tokens, mean", "250", Rule::Positive),
     field!("context", "Tokens one sequence may hold", "prompt + output, longest", "4096", Rule::Positive),
     field!("ttft_ms", "TTFT SLO (p99)", "ms, 0 for none", "1000", Rule::NonNegative),
@@ -80,6 +82,7 @@ fn label_of(field: &str) -> &'static str {
         "itl_p99_slo_s" => "ITL SLO (p99)",
         "rate_per_s" => "Requests per month",
         "output_tokens" => "Output tokens per request",
+        "input_cv" => "Prompt length variation",
         "fixed_s" => "Iteration, fixed part",
         _ => "Input",
     }
@@ -95,13 +98,19 @@ pub fn plan(form: &Form) -> Result<LlmPlan, Vec<String>> {
         })
     };
     let requests = num("requests");
-    let (input, output, context) = (num("input"), num("output"), num("context"));
+    let (input, input_cv, output, context) = (num("input"), num("input_cv"), num("output"), num("context"));
     let (ttft_ms, itl_ms) = (num("ttft_ms"), num("itl_ms"));
     let (parameters, layers, kv_heads, head_dim) = (num("parameters"), num("layers"), num("kv_heads"), num("head_dim"));
     let (gpu_memory, gpu_price, headroom, activations) =
         (num("gpu_memory"), num("gpu_price"), num("headroom"), num("activations"));
     let (fixed_ms, per_seq_ms, prefill, max_slots) =
         (num("fixed_ms"), num("per_seq_ms"), num("prefill"), num("max_slots"));
+    // Choices are read by their index in the list, so a value from a hand-edited link that is
+    // not one of them is named here rather than taken for a default.
+    let (tp_index, _, _) = (num("tp"), num("weights"), num("kv"));
+    if max_slots > f64::from(MAX_SLOTS) {
+        errors.push(format!("Most sequences the engine batches: at most {}", grouped(f64::from(MAX_SLOTS))));
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -130,7 +139,7 @@ pub fn plan(form: &Form) -> Result<LlmPlan, Vec<String>> {
         })
         .collect::<Result<_, _>>()
         .map_err(model_error)?;
-    let tp: u32 = form.text("tp").parse().unwrap_or(1);
+    let tp = TENSOR_PARALLEL[tp_index as usize];
     let chosen = memory.iter().find(|(d, _)| *d == tp).map(|(_, f)| *f).expect("every degree is fitted");
     if !chosen.fits {
         let smallest = memory.iter().find(|(_, f)| f.fits).map(|(d, _)| *d);
@@ -150,7 +159,7 @@ pub fn plan(form: &Form) -> Result<LlmPlan, Vec<String>> {
         slots: chosen.max_sequences.min(whole(max_slots)).max(1),
     };
     let rate = requests / SECONDS_PER_MONTH;
-    let load = Load { rate, input_tokens: input, output_tokens: output };
+    let load = Load { rate, input_tokens: input, input_cv, output_tokens: output };
     let slo = |ms: f64| (ms > 0.0).then(|| Seconds(ms / 1e3));
     let sizing = size(&LlmSizingInput {
         engine,
@@ -177,8 +186,8 @@ pub fn latency_chart(p: &LlmPlan) -> String {
     let capacity = p.engine.capacity(p.load.input_tokens, p.load.output_tokens);
     let mut ttft = Vec::new();
     let mut itl = Vec::new();
-    for k in 1..=40 {
-        let rate = capacity * 0.95 * f64::from(k) / 40.0;
+    for k in 1..=24 {
+        let rate = capacity * 0.95 * f64::from(k) / 24.0;
         if let Ok(Some(l)) = predict(&p.engine, &Load { rate, ..p.load }) {
             ttft.push((rate, l.ttft_p99.0));
             itl.push((rate, l.itl_p99.0));
@@ -219,6 +228,7 @@ pub fn LlmPage() -> impl IntoView {
                     <legend>"Workload"</legend>
                     <NumberField form key="requests"/>
                     <NumberField form key="input"/>
+                    <NumberField form key="input_cv" hint="0 if every prompt is as long; long prompts make the TTFT tail."/>
                     <NumberField form key="output"/>
                     <NumberField form key="context" hint="What each sequence reserves in the KV cache: the longest prompt and answer you serve."/>
                     <NumberField form key="ttft_ms"/>
@@ -282,7 +292,7 @@ fn LlmPlanView(p: LlmPlan) -> impl IntoView {
     let validity = if l.validated {
         "model, within the range it was checked against a simulation"
     } else {
-        "model, outside the range it was checked in: the batch swings more than it assumes and tails are likely higher"
+        "model, outside the range it was checked in (the slots more than half full on average): the tails may be longer"
     };
     view! {
         <div class="cards">
@@ -372,16 +382,24 @@ mod tests {
     #[test]
     fn a_model_too_large_for_the_degree_names_the_degree_that_fits() {
         owned(|| {
-            // Llama 3 70B in BF16 (141 GB) on 80 GiB GPUs: 4 GPUs per replica at least.
+            // Llama 3 70B in BF16 (141 GB of weights) on 80 GiB GPUs: not on one; on two, 70.6 GB
+            // each leaves room for about 30,000 tokens of its 160 KiB-per-token KV cache halves.
             let f = form(&[("parameters", "70.6B"), ("layers", "80"), ("tp", "1")]);
             let errors = plan(&f).unwrap_err();
             assert!(errors[0].starts_with("Tensor-parallel degree: at 1 GPU(s)"), "{errors:?}");
-            assert!(errors[0].contains("4 GPUs hold"), "{errors:?}");
+            assert!(errors[0].contains("2 GPUs hold 6"), "{errors:?}");
             let p = plan(&form(&[("parameters", "70.6B"), ("layers", "80"), ("tp", "4")])).unwrap();
             assert_eq!(p.tp, 4);
-            assert_eq!(p.sizing.replicas * 4, p.sizing.replicas * p.tp);
+            let monthly = 12.29 * 4.0 * f64::from(p.sizing.replicas) * HOURS_PER_MONTH;
+            assert!((p.sizing.usd_per_month - monthly).abs() < 1e-6, "a replica is four GPUs, each paid by the hour");
             assert!(plan(&form(&[("ttft_ms", "1")])).unwrap_err()[0].starts_with("TTFT SLO (p99): no number"));
             assert!(plan(&form(&[("requests", "lots")])).unwrap_err()[0].contains("“lots”"));
+            // Hand-edited links: a degree or precision not offered, or more slots than modelled.
+            assert!(plan(&form(&[("tp", "3")])).unwrap_err()[0].contains("must be one of: 1, 2, 4, 8"));
+            assert!(plan(&form(&[("kv", "fp7")])).unwrap_err()[0].contains("must be one of"));
+            assert!(
+                plan(&form(&[("max_slots", "1e12"), ("context", "1")])).unwrap_err()[0].contains("at most 100,000")
+            );
         })
     }
 }

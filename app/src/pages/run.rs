@@ -539,6 +539,9 @@ fn Run(view: RunView) -> impl IntoView {
     let suites = run.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
     let steps = endpoint::steps(&ms);
     let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps/> });
+    let llm_steps = model::plan::llm::fit::steps(&ms);
+    let llm_check =
+        (!llm_steps.is_empty()).then(|| view! { <crate::components::llm_check::LlmCheckView steps=llm_steps/> });
     let gemm = ms.iter().any(|m| m.case == "gemm_throughput").then(|| view! { <GemmTable ms=ms.clone()/> });
     view! {
         <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>
@@ -548,6 +551,7 @@ fn Run(view: RunView) -> impl IntoView {
         })}
         <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
         {endpoint_check}
+        {llm_check}
         {gemm}
         {charts.into_iter().map(|(kind, svg)| view! { <div class="chart card" data-chart=kind inner_html=svg></div> }).collect_view()}
         <h2>"This node's runs"</h2>

@@ -411,13 +411,18 @@ fn record(h: &mut Histogram<u64>, d: Duration) {
 
 /// Statistics in seconds of a histogram of nanoseconds; `None` when it is empty.
 fn seconds_stats(h: &Histogram<u64>) -> Option<Stats> {
+    scaled_stats(h, 1e-9)
+}
+
+/// The histogram's figures, each value multiplied by `scale`.
+fn scaled_stats(h: &Histogram<u64>, scale: f64) -> Option<Stats> {
     if h.is_empty() {
         return None;
     }
     let n = h.len();
-    let mean = h.mean() * 1e-9;
-    let half = if n > 1 { t95((n - 1) as usize) * h.stdev() * 1e-9 / (n as f64).sqrt() } else { 0.0 };
-    let q = |q: f64| h.value_at_quantile(q) as f64 * 1e-9;
+    let mean = h.mean() * scale;
+    let half = if n > 1 { t95((n - 1) as usize) * h.stdev() * scale / (n as f64).sqrt() } else { 0.0 };
+    let q = |q: f64| h.value_at_quantile(q) as f64 * scale;
     Some(Stats {
         samples: n,
         mean,
@@ -462,6 +467,8 @@ struct Step {
 }
 
 struct Llm {
+    /// Prompt tokens of each request, where the server reported them.
+    prompt: Histogram<u64>,
     ttft: Histogram<u64>,
     itl: Histogram<u64>,
     tpot: Histogram<u64>,
@@ -486,6 +493,7 @@ impl Step {
         let mut lag = histogram();
         let mut errors = BTreeMap::new();
         let mut llm_figures = llm.then(|| Llm {
+            prompt: histogram(),
             ttft: histogram(),
             itl: histogram(),
             tpot: histogram(),
@@ -510,6 +518,9 @@ impl Step {
                         figures.from_usage &= from_usage;
                         figures.output_tokens = figures.output_tokens.saturating_add(output);
                         figures.input_tokens = figures.input_tokens.saturating_add(tokens.usage.map_or(0, |u| u.1));
+                        if let Some((_, prompt)) = tokens.usage {
+                            figures.prompt.saturating_record(prompt.max(1));
+                        }
                         let between = u32::try_from(output.saturating_sub(1)).unwrap_or(u32::MAX);
                         if let (Some(first), true) = (outcome.first_token, between > 0) {
                             record(&mut figures.tpot, outcome.latency.saturating_sub(first) / between);
@@ -733,6 +744,12 @@ impl Step {
             out.push(make("endpoint_tpot", Unit::Seconds, seconds_stats(&llm.tpot), Some(&llm.tpot), &[]));
             out.push(make("endpoint_output_tokens", Unit::Count, single(llm.output_tokens as f64), None, &source));
             out.push(make("endpoint_input_tokens", Unit::Count, single(llm.input_tokens as f64), None, &source));
+            // Each request's prompt length, and its variation: long prompts make the TTFT tail.
+            if let Some(prompt) = scaled_stats(&llm.prompt, 1.0) {
+                out.push(make("endpoint_prompt_tokens", Unit::Count, Some(prompt), Some(&llm.prompt), &[]));
+                let cv = (prompt.samples > 1 && prompt.mean > 0.0).then(|| llm.prompt.stdev() / prompt.mean);
+                out.push(make("endpoint_prompt_tokens_cv", Unit::Ratio, cv.and_then(single), None, &[]));
+            }
             out.push(make(
                 "endpoint_output_tokens_per_second",
                 Unit::TokensPerSecond,

@@ -8,35 +8,39 @@
 //!
 //! Requests arrive as a Poisson process at rate λ with I prompt tokens and O output tokens. A
 //! request's first token comes out of the iteration that reads its prompt; each later token
-//! takes one iteration. The stationary approximation:
+//! takes one iteration. The approximation:
 //!
-//! - L, the mean number of resident sequences, solves L = λ·R(L), where R is the mean residence
-//!   (a wait for the iteration under way, the prompt's iteration, and O − 1 iterations more);
-//! - resident sequences are taken as Poisson(L) (as in M/G/∞), so the engine is busy with
-//!   probability u = 1 − e^(−L) and its batch while busy is B = L / u;
-//! - while busy, iterations take τ = (t₀ + d·B) / (1 − p·λ·I / u) on average: the prompt tokens
-//!   that arrive during an iteration (λ·I·τ/u of them) are read in the next;
-//! - a token's gap (ITL) is t₀ + d·(1 + N') + p·I·K, with N' ~ Poisson(L) other sequences and
-//!   K ~ Poisson(λτ) prompts admitted into that iteration;
-//! - a request's TTFT is a wait for a free slot (Erlang C over S slots each held for R), then,
-//!   with probability u, the rest of the iteration under way (uniform over τ), then its own
-//!   iteration t₀ + d·N' + p·I·(1 + K'), K' ~ Poisson(λ·rest).
+//! - the requests held (resident, or waiting for a slot) form a birth-death chain: arrivals at
+//!   λ, departures at μ(m) = m ÷ R(m) with m resident, where R(m) = p·I + O·τ(m) is how long a
+//!   request stays while m share the engine. With the fixed cost dominant (a GPU reading its
+//!   weights) τ barely grows with m and the chain is Poisson, as in M/G/∞; with the
+//!   per-sequence cost dominant (a CPU) it is geometric, as one processor shared by all. Past
+//!   S every slot is taken and the waiters form a geometric tail, so an arrival that finds the
+//!   slots full waits an exponential time;
+//! - while busy, iterations with m resident take τ(m) = (t₀ + d·m) ÷ (1 − φ) on average, where
+//!   φ = p·λ·I ÷ u is the share of busy time spent reading prompts (u = 1 − π(0));
+//! - a token's gap (ITL) is t₀ + d·m + p·I·K, with m drawn as gaps see it (weight m·π(m)/τ(m))
+//!   and K ~ Poisson(λ·τ(m)) prompts admitted into that iteration;
+//! - a request's TTFT is the slot wait, then, when the engine is busy, the rest of the iteration
+//!   under way (uniform over it; iterations that read prompts are long and weighted by the time
+//!   they take), then its own iteration t₀ + d·(m + 1) + p·I·(1 + K'), K' ~ Poisson(λ·rest).
 //!
 //! Percentiles are read off these mixtures, enumerated with their weights (deterministic, so a
 //! replica search over rates is monotone and the browser and server agree).
 
 use crate::FieldError;
 use crate::plan::checks::{ModelError, non_negative, positive};
-use crate::plan::queue::erlang_b;
 use crate::units::Seconds;
 
-/// The approximation holds (checked against a simulation of the scheduler in
-/// `model/tests/llm_simulation.rs`) while the resident sequences fill at most this share of the
-/// slots and add at most this share of t₀ to an iteration (d·L ≤ 0.5·t₀). Beyond, a burst of
-/// arrivals lengthens every iteration, which keeps sequences resident longer, which lengthens
-/// iterations again: the batch varies far more than Poisson(L) and the model under-predicts
-/// the tails. [`Latency::validated`] says which side a prediction is on.
+/// The approximation was checked against a simulation of the scheduler
+/// (`model/tests/llm_simulation.rs`: GPU-like and CPU-like engines, 10–70 % of capacity) where
+/// the resident sequences filled at most this share of the slots on average;
+/// [`Latency::validated`] says whether a prediction is in that range.
 pub const VALIDATED_SHARE: f64 = 0.5;
+
+/// The most sequences one replica is modelled with (the Erlang C term costs O(S)); engines
+/// batch a few hundred.
+pub const MAX_SLOTS: u32 = 100_000;
 
 /// What an engine's iteration costs: t = t₀ + d·N + p·P (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -60,6 +64,10 @@ pub struct Load {
     pub rate: f64,
     /// I, the mean prompt length in tokens.
     pub input_tokens: f64,
+    /// The prompt lengths' coefficient of variation (0: all alike); a request's own prompt is
+    /// drawn from a gamma distribution with this mean and cv, so long prompts make the TTFT tail.
+    #[serde(default)]
+    pub input_cv: f64,
     /// O, the mean number of generated tokens (at least 1).
     pub output_tokens: f64,
 }
@@ -96,8 +104,8 @@ impl Engine {
         non_negative("per_prompt_token_s", self.per_prompt_token.0)?;
         positive("iteration_s", self.fixed.0 + self.per_sequence.0)
             .map_err(|_| FieldError::new("fixed_s", "an iteration must take some time: fixed + per sequence > 0"))?;
-        if self.slots == 0 {
-            return Err(FieldError::new("slots", "must be at least 1"));
+        if !(1..=MAX_SLOTS).contains(&self.slots) {
+            return Err(FieldError::new("slots", format!("must be 1 to {MAX_SLOTS}")));
         }
         Ok(())
     }
@@ -117,6 +125,7 @@ impl Load {
     pub fn validate(&self) -> Result<(), ModelError> {
         non_negative("rate_per_s", self.rate)?;
         non_negative("input_tokens", self.input_tokens)?;
+        crate::plan::checks::between("input_cv", self.input_cv, 0.0, 5.0)?;
         if positive("output_tokens", self.output_tokens)? < 1.0 {
             return Err(FieldError::new("output_tokens", "must be at least 1 (the first token)"));
         }
@@ -167,58 +176,136 @@ fn quantile(points: &mut [(f64, f64)], q: f64) -> f64 {
     points.last().map_or(0.0, |p| p.0)
 }
 
+/// The engine's state in the long run: how many requests it holds (resident in a slot or
+/// waiting for one) and how long its iterations are.
 struct Steady {
-    resident: f64,
-    busy: f64,
-    iteration: f64,
+    /// π(n) for n = 0..=S (the last entry the resident count's weight at S, waiters included).
+    occupancy: Vec<f64>,
+    /// P(an arrival waits for a slot) and the rate of that wait's exponential.
     slot_wait: f64,
     slot_wait_rate: f64,
+    busy: f64,
+    /// φ: the share of busy time spent reading prompts.
+    prompt_share: f64,
 }
 
-/// Solves L = λ·R(L); `None` past what the engine can serve.
+impl Steady {
+    /// The mean decode iteration with `m` resident, stretched by the prompt iterations
+    /// interleaved with it.
+    fn iteration(&self, engine: &Engine, m: f64) -> f64 {
+        (engine.fixed.0 + engine.per_sequence.0 * m) / (1.0 - self.prompt_share)
+    }
+
+    fn resident(&self) -> f64 {
+        self.occupancy.iter().enumerate().map(|(m, w)| m as f64 * w).sum()
+    }
+}
+
+/// A birth-death chain over the requests held: arrivals at λ while a slot is free (waiting
+/// beyond), departures at μ(m) = m ÷ R(m), where R(m) = p·I + O·τ(m) is how long a request stays
+/// when m are resident. So the chain is Poisson when the fixed cost dominates (τ hardly grows
+/// with m) and geometric when the per-sequence cost does (the engine then behaves as one
+/// processor shared by all). `None` past what the engine can serve.
 fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
-    let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
+    let p = engine.per_prompt_token.0;
     let (lambda, i, o) = (load.rate, load.input_tokens, load.output_tokens);
-    let s = f64::from(engine.slots);
+    let s = engine.slots as usize;
     if lambda >= engine.capacity(i, o) {
         return None;
     }
-    let mut l = lambda * (o * (t0 + d) + p * i);
-    for _ in 0..500 {
-        let busy = (1.0 - (-l).exp()).max(1e-12);
-        let batch = (l / busy).clamp(1.0, s);
-        let prompt_share = p * lambda * i / busy;
+    let mut busy = (lambda * (o * (engine.fixed.0 + engine.per_sequence.0) + p * i)).min(0.999);
+    let mut result = None;
+    for _ in 0..60 {
+        let prompt_share = p * lambda * i / busy.max(1e-12);
         if prompt_share >= 1.0 {
-            l = (l * 2.0).max(1e-6);
+            busy = (busy * 1.5).min(1.0);
             continue;
         }
-        let tau = (t0 + d * batch) / (1.0 - prompt_share);
-        let residence = busy * tau / 2.0 + tau + p * i + (o - 1.0) * tau;
-        let next = (lambda * residence).min(s);
-        if (next - l).abs() <= 1e-10 * l.max(1e-9) {
-            l = next;
+        let partial = Steady { occupancy: Vec::new(), slot_wait: 0.0, slot_wait_rate: 0.0, busy, prompt_share };
+        let residence = |m: f64| p * i + o * partial.iteration(engine, m);
+        // ln π(n) − ln π(0), until the terms vanish or the slots are full.
+        let mut ln = vec![0.0f64];
+        let mut peak = 0.0f64;
+        for n in 1..=s {
+            let m = n as f64;
+            let next = ln[n - 1] + (lambda * residence(m) / m).ln();
+            peak = peak.max(next);
+            ln.push(next);
+            if next < peak - 40.0 && (lambda * residence(m) / m) < 1.0 {
+                break;
+            }
+        }
+        let full = ln.len() == s + 1;
+        // With every slot taken the chain is geometric in the waiters: ratio r per request.
+        let r = lambda * residence(s as f64) / s as f64;
+        if full && r >= 1.0 {
+            return None;
+        }
+        let weights: Vec<f64> = ln.iter().map(|l| (l - peak).exp()).collect();
+        let tail = if full { weights[s] * r / (1.0 - r) } else { 0.0 };
+        let total: f64 = weights.iter().sum::<f64>() + tail;
+        let mut occupancy: Vec<f64> = weights.iter().map(|w| w / total).collect();
+        let slot_wait = if full { occupancy[s] + tail / total } else { 0.0 };
+        if full {
+            occupancy[s] += tail / total;
+        }
+        let next_busy = 1.0 - occupancy[0];
+        let slot_wait_rate = s as f64 / residence(s as f64) * (1.0 - r);
+        let converged = (next_busy - busy).abs() <= 1e-9;
+        busy = 0.5 * (busy + next_busy);
+        result = Some(Steady { occupancy, slot_wait, slot_wait_rate, busy: next_busy, prompt_share });
+        if converged {
             break;
         }
-        l = 0.5 * (l + next);
     }
-    let busy = (1.0 - (-l).exp()).max(1e-12);
-    let batch = (l / busy).clamp(1.0, s);
-    let prompt_share = p * lambda * i / busy;
-    if prompt_share >= 1.0 {
-        return None;
+    result.filter(|st| st.prompt_share < 1.0)
+}
+
+/// The bins over which a prompt length distribution is enumerated: finer in the tail, which
+/// is where a p99 is read.
+const PROMPT_BINS: [f64; 16] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0];
+
+/// The total length of `k` prompts as (tokens, weight) points: k·I when lengths do not vary,
+/// else the gamma distribution of a sum of k (mean k·I, cv ÷ √k) at the middle of each bin.
+fn prompt_points(load: &Load, k: u32) -> Vec<(f64, f64)> {
+    let mean = load.input_tokens * f64::from(k);
+    let cv = load.input_cv / f64::from(k.max(1)).sqrt();
+    match crate::plan::queue::Service::new(mean.max(1e-9), cv) {
+        Ok(lengths) if k > 0 && cv > 0.0 && mean > 0.0 => {
+            PROMPT_BINS.windows(2).map(|bin| (lengths.quantile(0.5 * (bin[0] + bin[1])), bin[1] - bin[0])).collect()
+        }
+        _ => vec![(mean, 1.0)],
     }
-    let iteration = (t0 + d * batch) / (1.0 - prompt_share);
-    let residence = busy * iteration / 2.0 + iteration + p * i + (o - 1.0) * iteration;
-    // Waiting for a slot: Erlang C with S slots, each held for the residence.
-    let offered = lambda * residence;
-    if offered >= s {
-        return None;
+}
+
+/// The occupancy merged into groups of neighbouring counts, each at its weighted mean count:
+/// a group per tenth of the probability in the body, finer in the upper tail where a TTFT p99
+/// is decided. The idle state and the full one (whose arrivals wait) stay on their own.
+fn coarse(states: &[(usize, f64)], slots: usize) -> Vec<(f64, f64)> {
+    const EDGES: [f64; 14] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999];
+    let mut groups = Vec::new();
+    let (mut seen, mut edge, mut mass, mut moment) = (0.0, 0, 0.0, 0.0);
+    for &(m, w) in states {
+        if m == 0 || m == slots {
+            groups.push((m as f64, w));
+            seen += w;
+            continue;
+        }
+        mass += w;
+        moment += m as f64 * w;
+        seen += w;
+        if edge < EDGES.len() && seen >= EDGES[edge] {
+            groups.push((moment / mass, mass));
+            (mass, moment) = (0.0, 0.0);
+            while edge < EDGES.len() && seen >= EDGES[edge] {
+                edge += 1;
+            }
+        }
     }
-    let b = erlang_b(engine.slots, offered);
-    let rho = offered / s;
-    let slot_wait = b / (1.0 - rho * (1.0 - b));
-    let slot_wait_rate = (s - offered) / residence;
-    Some(Steady { resident: l, busy, iteration, slot_wait, slot_wait_rate })
+    if mass > 0.0 {
+        groups.push((moment / mass, mass));
+    }
+    groups
 }
 
 /// Quantile points of Exp(rate): `n` midpoints of equal probability.
@@ -234,69 +321,87 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
     let Some(st) = steady(engine, load) else { return Ok(None) };
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
     let (lambda, i) = (load.rate, load.input_tokens);
-    let batch = (st.resident / st.busy).clamp(1.0, f64::from(engine.slots));
-    let others = poisson(st.resident, engine.slots.saturating_sub(1));
-    // Prompts read in a sequence's next iteration: those that arrived during its last one.
-    let admitted = poisson(lambda * st.iteration, 64);
+    let s = engine.slots as usize;
+    // States worth enumerating.
+    let states: Vec<(usize, f64)> = st.occupancy.iter().copied().enumerate().filter(|&(_, w)| w > 1e-12).collect();
 
-    let mut gaps = Vec::with_capacity(others.len() * admitted.len());
-    for &(n, wn) in &others {
-        for &(k, wk) in &admitted {
-            gaps.push((t0 + d * f64::from(1 + n) + p * i * f64::from(k), wn * wk));
+    // Gaps come from state m at m ÷ τ(m) a second (m sequences, an iteration each τ(m)), so a
+    // gap sees m resident with weight m·π(m)/τ(m); the prompts read in its iteration are those
+    // that arrived during the one before.
+    let mut gaps = Vec::new();
+    for &(m, w) in states.iter().filter(|(m, _)| *m > 0) {
+        let tau = st.iteration(engine, m as f64);
+        for (k, wk) in poisson(lambda * tau, 64) {
+            for (tokens, wt) in prompt_points(load, k) {
+                gaps.push((t0 + d * m as f64 + p * tokens, m as f64 * w / tau * wk * wt));
+            }
         }
     }
     let itl_mean = gaps.iter().map(|(g, w)| g * w).sum::<f64>() / gaps.iter().map(|g| g.1).sum::<f64>();
 
-    // An arrival that finds the engine busy waits for the rest of the iteration under way,
-    // uniform over it. Iterations that read prompts are long and come at the rate prompts do
-    // (each reads the one that opened it and those that arrived during the iteration before),
-    // so they take a share f_p of the time that a mean over iterations would hide.
-    const REST: usize = 12;
+    // An arrival that finds m resident waits, when the slots are full, for one to free; then,
+    // when the engine is busy, for the rest of the iteration under way, uniform over it.
+    // Iterations that read prompts are long and come at the rate prompts do (each reads the one
+    // that opened it and those that arrived during the iteration before), so they take a share
+    // of the busy time that a mean over iterations would hide. Then its own iteration reads its
+    // prompt and those that arrived meanwhile.
+    const REST: usize = 8;
     const WAIT: usize = 8;
-    let decode = t0 + d * batch;
-    let extra = poisson(lambda * decode, 64);
-    let prompt_iterations = lambda / (1.0 + lambda * decode);
-    let lengths: Vec<(f64, f64)> = extra.iter().map(|&(k, w)| (decode + p * i * f64::from(1 + k), w)).collect();
-    let mean_length: f64 = lengths.iter().map(|(len, w)| len * w).sum();
-    let prompt_share = (prompt_iterations * mean_length).min(st.busy);
-    let mut rests = vec![(0.0, 1.0 - st.busy)];
-    let mut spread = |len: f64, share: f64| {
-        rests.extend((0..REST).map(|k| ((k as f64 + 0.5) / REST as f64 * len, share / REST as f64)))
-    };
-    spread(decode, st.busy - prompt_share);
-    for &(len, w) in &lengths {
-        spread(len, prompt_share * len * w / mean_length);
-    }
-    let mut waits = vec![(0.0, 1.0 - st.slot_wait)];
-    if st.slot_wait > 1e-6 {
-        waits.extend(exponential_points(st.slot_wait_rate, WAIT).map(|w| (w, st.slot_wait / WAIT as f64)));
-    }
-    let decoding = poisson(st.resident, engine.slots.saturating_sub(1));
+    let own_prompts = prompt_points(load, 1);
     let mut firsts = Vec::new();
-    for &(rest, wr) in &rests {
-        let joined = poisson(lambda * rest, 64);
-        for &(n, wn) in &decoding {
-            for &(k, wk) in &joined {
-                let own = t0 + d * f64::from(n) + p * i * f64::from(1 + k);
-                for &(wait, ww) in &waits {
-                    firsts.push((wait + rest + own, wr * wn * wk * ww));
+    for (m, w) in coarse(&states, s) {
+        let full = m == s as f64 && st.slot_wait > 0.0;
+        let mut waits = vec![(0.0, if full { w - st.slot_wait } else { w })];
+        if full {
+            waits.extend(exponential_points(st.slot_wait_rate, WAIT).map(|x| (x, st.slot_wait / WAIT as f64)));
+        }
+        // Decoding beside it once admitted (a slot freed for it when all were taken).
+        let others = if full { m - 1.0 } else { m };
+        let decode = t0 + d * m;
+        let mut rests = Vec::new();
+        if m == 0.0 {
+            rests.push((0.0, 1.0));
+        } else {
+            let extra = poisson(lambda * decode, 64);
+            let lengths: Vec<(f64, f64)> =
+                extra.iter().map(|&(k, wk)| (decode + p * i * f64::from(1 + k), wk)).collect();
+            let mean_length: f64 = lengths.iter().map(|(len, wk)| len * wk).sum();
+            let prompt_time = lambda / (1.0 + lambda * decode) * mean_length;
+            let decode_time = (1.0 - prompt_time / st.busy.max(1e-12)).max(0.0);
+            let prompt_time = 1.0 - decode_time;
+            let mut spread = |len: f64, share: f64| {
+                rests.extend((0..REST).map(|k| ((k as f64 + 0.5) / REST as f64 * len, share / REST as f64)))
+            };
+            spread(decode, decode_time);
+            for &(len, wk) in &lengths {
+                spread(len, prompt_time * len * wk / mean_length);
+            }
+        }
+        for &(wait, ww) in &waits {
+            for &(rest, wr) in &rests {
+                for (k, wk) in poisson(lambda * rest, 64) {
+                    for &(prompt, wo) in &own_prompts {
+                        let own = t0 + d * (others + 1.0) + p * (prompt + i * f64::from(k));
+                        firsts.push((wait + rest + own, ww * wr * wk * wo));
+                    }
                 }
             }
         }
     }
     let total: f64 = firsts.iter().map(|f| f.1).sum();
     let ttft_mean = firsts.iter().map(|(f, w)| f * w).sum::<f64>() / total;
+    let resident = st.resident();
     Ok(Some(Latency {
         ttft_p50: Seconds(quantile(&mut firsts, 0.5)),
         ttft_p99: Seconds(quantile(&mut firsts, 0.99)),
         itl_p50: Seconds(quantile(&mut gaps, 0.5)),
         itl_p99: Seconds(quantile(&mut gaps, 0.99)),
         e2e_mean: Seconds(ttft_mean + (load.output_tokens - 1.0) * itl_mean),
-        mean_resident: st.resident,
+        mean_resident: resident,
         busy: st.busy,
-        iteration: Seconds(st.iteration),
+        iteration: Seconds(st.iteration(engine, resident / st.busy.max(1e-12))),
         slot_wait_probability: st.slot_wait,
         output_tokens_per_second: lambda * load.output_tokens,
-        validated: st.resident <= VALIDATED_SHARE * f64::from(engine.slots) && d * st.resident <= VALIDATED_SHARE * t0,
+        validated: resident <= VALIDATED_SHARE * f64::from(engine.slots),
     }))
 }

@@ -26,9 +26,13 @@ pub struct LlmStep {
     pub itl: Stats,
     /// Mean prompt and output tokens of the successful requests.
     pub input_tokens: f64,
+    /// The prompt lengths' coefficient of variation, where the server reported each (0 else).
+    pub input_cv: f64,
     pub output_tokens: f64,
     /// Successful requests in the measured window.
     pub requests: u64,
+    /// Output tokens per second, as the agent measured them.
+    pub tokens_per_second: Option<f64>,
 }
 
 /// The steps of a run that carry TTFT, ITL and token counts, in order.
@@ -50,8 +54,10 @@ pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
                 ttft: stats("endpoint_ttft")?,
                 itl: stats("endpoint_itl")?,
                 input_tokens: per_request("endpoint_input_tokens")?,
+                input_cv: stats("endpoint_prompt_tokens_cv").map_or(0.0, |s| s.mean.clamp(0.0, 5.0)),
                 output_tokens: per_request("endpoint_output_tokens")?,
                 requests,
+                tokens_per_second: stats("endpoint_output_tokens_per_second").map(|s| s.mean),
                 step,
             })
         })
@@ -59,11 +65,16 @@ pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
         .collect()
 }
 
+/// The slots assumed where the server's are not known: the OpenAI API does not report them,
+/// and vLLM's default `max_num_seqs` is 256. They matter only once they fill.
+pub const ASSUMED_SLOTS: u32 = 256;
+
 /// The engine as fitted, and where each part came from.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LlmCalibration {
     pub engine: Engine,
     pub input_tokens: f64,
+    pub input_cv: f64,
     pub output_tokens: f64,
     pub base_step: u32,
     /// The step d was fitted on; `None` when no step batched enough to tell.
@@ -84,7 +95,7 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
         .filter(|s| !s.step.saturated)
         .min_by(|a, b| a.step.offered.total_cmp(&b.step.offered))
         .or_else(|| trusted.iter().min_by(|a, b| a.step.offered.total_cmp(&b.step.offered)))?;
-    let (i, o) = (base.input_tokens, base.output_tokens);
+    let (i, o, cv) = (base.input_tokens, base.output_tokens, base.input_cv);
     let one = base.itl.p50.max(1e-6);
     let prompt = (base.ttft.p50 - one).max(1e-6);
     let per_prompt_token = if i > 0.0 { prompt / i } else { 0.0 };
@@ -102,13 +113,14 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
         return Some(LlmCalibration {
             engine: engine(0.0),
             input_tokens: i,
+            input_cv: cv,
             output_tokens: o,
             base_step: base.step.step,
             batch_step: None,
             batch_measured: false,
         });
     };
-    let load = Load { rate: batched.step.offered, input_tokens: i, output_tokens: o };
+    let load = Load { rate: batched.step.offered, input_tokens: i, input_cv: cv, output_tokens: o };
     let gap = |d: f64| predict(&engine(d), &load).ok().flatten().map_or(f64::INFINITY, |l| l.itl_p50.0);
     let (mut lo, mut hi) = (0.0, one);
     for _ in 0..60 {
@@ -118,6 +130,7 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
     Some(LlmCalibration {
         engine: engine(lo),
         input_tokens: i,
+        input_cv: cv,
         output_tokens: o,
         base_step: base.step.step,
         batch_step: Some(batched.step.step),
@@ -168,6 +181,7 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
             let load = Load {
                 rate: s.step.offered,
                 input_tokens: calibration.input_tokens,
+                input_cv: calibration.input_cv,
                 output_tokens: calibration.output_tokens,
             };
             let latency = predict(&engine, &load).ok().flatten();
@@ -260,7 +274,7 @@ mod tests {
             per_prompt_token: Seconds(0.0001),
             slots: 32,
         };
-        let load = Load { rate: 0.0, input_tokens: 200.0, output_tokens: 64.0 };
+        let load = Load { rate: 0.0, input_tokens: 200.0, input_cv: 0.0, output_tokens: 64.0 };
         let rates = [0.2, 2.0, 5.0, 8.0];
         let ms: Vec<Measurement> =
             rates.iter().enumerate().flat_map(|(i, &r)| step(i as u32 + 1, r, &engine, load)).collect();

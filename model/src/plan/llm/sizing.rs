@@ -130,7 +130,7 @@ mod tests {
     fn input(rate: f64) -> LlmSizingInput {
         LlmSizingInput {
             engine: engine(),
-            load: Load { rate, input_tokens: 500.0, output_tokens: 200.0 },
+            load: Load { rate, input_tokens: 500.0, input_cv: 0.5, output_tokens: 200.0 },
             ttft_p99_slo: Some(Seconds(1.0)),
             itl_p99_slo: Some(Seconds(0.1)),
             replica_hourly: UsdPerHour(4.0),
@@ -159,7 +159,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(ProptestConfig::with_cases(24))]
         #[test]
         fn more_traffic_never_needs_fewer_replicas(rate in 0.1f64..200.0, more in 1.0f64..4.0) {
             let a = size(&input(rate)).unwrap();

@@ -1,0 +1,113 @@
+//! The run page's section for a load test of an OpenAI-compatible server: the engine fitted
+//! on it, TTFT and ITL distributions per step, output tokens per second against the rate, and
+//! each step's measurement beside the continuous-batching model's prediction.
+
+use leptos::prelude::*;
+use model::format::seconds;
+use model::plan::llm::fit::{ASSUMED_SLOTS, LlmCheck, LlmStep, check};
+
+use crate::components::charts::{LineChart, Series, line_chart};
+
+/// Each step's distribution of `pick` (TTFT or ITL) as the cumulative fraction at its
+/// measured percentiles.
+fn cdf(steps: &[LlmStep], title: &str, pick: fn(&LlmStep) -> model::Stats) -> String {
+    let mut chart = LineChart::new(title, "seconds (log)", "fraction of requests");
+    chart.x_log = true;
+    chart.x_format = seconds;
+    chart.y_format = |v| format!("{:.0} %", v * 100.0);
+    for s in steps {
+        let q = pick(s);
+        let points = vec![(q.p50, 0.5), (q.p90, 0.9), (q.p99, 0.99), (q.p999, 0.999)];
+        chart.series.push(Series::new(format!("{:.2}/s", s.step.offered), points));
+    }
+    line_chart(&chart)
+}
+
+/// Output tokens per second against the offered rate: measured, and λ × O.
+fn tokens_chart(steps: &[LlmStep], check: &LlmCheck) -> String {
+    let mut chart = LineChart::new("Output tokens per second vs request rate", "requests / s offered", "tokens / s");
+    chart.x_format = |v| format!("{v:.2}");
+    chart.y_format = |v| format!("{v:.0}");
+    chart.y_from_zero = true;
+    let measured: Vec<(f64, f64)> = steps.iter().filter_map(|s| Some((s.step.offered, s.tokens_per_second?))).collect();
+    let o = check.calibration.output_tokens;
+    chart.series.push(Series::new("measured", measured));
+    chart.series.push(Series::new(
+        "rate × output tokens",
+        steps.iter().map(|s| (s.step.offered, s.step.offered * o)).collect(),
+    ));
+    line_chart(&chart)
+}
+
+fn percent(error: Option<f64>) -> String {
+    error.map_or("–".into(), |e| format!("{:+.0} %", e * 100.0))
+}
+
+#[component]
+pub fn LlmCheckView(steps: Vec<LlmStep>) -> impl IntoView {
+    let Some(check) = check(&steps, ASSUMED_SLOTS) else {
+        return view! { <p class="error" data-out="llm-check">"No step of this LLM load test had a successful request the client could trust, so the engine was not fitted."</p> }.into_any();
+    };
+    let c = check.calibration;
+    let e = c.engine;
+    let batch = match c.batch_step {
+        Some(step) => format!("{} per sequence decoded (from step {step})", seconds(e.per_sequence.0)),
+        None => "no step batched enough sequences to measure the cost of one more: taken as 0".into(),
+    };
+    let summary = format!(
+        "Fitted from step {}: an iteration costs {} fixed, {}; prompts read at {:.0} tokens/s. Requests carried {:.0} prompt and {:.0} output tokens on average. {} slots assumed (the OpenAI API does not report the server's).",
+        c.base_step,
+        seconds(e.fixed.0),
+        batch,
+        1.0 / e.per_prompt_token.0.max(1e-12),
+        c.input_tokens,
+        c.output_tokens,
+        e.slots,
+    );
+    let counted = check.predictions.iter().filter(|p| p.counted).count();
+    let error = match (check.mape_ttft_p99, check.mape_itl_p99) {
+        (Some(ttft), Some(itl)) => format!(
+            "The model's TTFT p99 is off by {:.0} % and its ITL p99 by {:.0} % on average over the {counted} steps below 80 % of capacity.",
+            ttft * 100.0,
+            itl * 100.0
+        ),
+        _ => "No step besides the calibration step ran below 80 % of capacity, so the model's error is not known yet: load it at more rates.".into(),
+    };
+    let ttft_svg = cdf(&steps, "Time to first token, CDF per step", |s| s.ttft);
+    let itl_svg = cdf(&steps, "Inter-token latency, CDF per step", |s| s.itl);
+    let tokens_svg = tokens_chart(&steps, &check);
+    let time = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "unbounded".into());
+    view! {
+        <section class="card" data-out="llm-check">
+            <h2>"Your LLM server under load"</h2>
+            <p data-out="llm-engine">{summary}</p>
+            <p data-out="llm-error">{error}</p>
+            <div class="chart" data-chart="ttft-cdf" inner_html=ttft_svg></div>
+            <div class="chart" data-chart="itl-cdf" inner_html=itl_svg></div>
+            <div class="chart" data-chart="tokens" inner_html=tokens_svg></div>
+            <div tabindex="0" class="table-wrap">
+                <table class="stack llm-steps">
+                    <thead><tr><th>"Step"</th><th>"Offered"</th><th>"TTFT p99 measured"</th><th>"TTFT p99 model"</th><th>"Error"</th><th>"ITL p99 measured"</th><th>"ITL p99 model"</th><th>"Error"</th><th>"Note"</th></tr></thead>
+                    <tbody>
+                        {check.predictions.iter().map(|p| {
+                            let note = if p.step == c.base_step { "calibration step" } else if !p.counted { "not counted" } else { "" };
+                            view! {
+                                <tr>
+                                    <td data-label="Step">{p.step}</td>
+                                    <td data-label="Offered">{format!("{:.2}/s", p.offered)}</td>
+                                    <td data-label="TTFT p99 measured">{seconds(p.measured_ttft_p99)}</td>
+                                    <td data-label="TTFT p99 model">{time(p.ttft_p99)}</td>
+                                    <td data-label="Error">{percent(p.error_ttft_p99)}</td>
+                                    <td data-label="ITL p99 measured">{seconds(p.measured_itl_p99)}</td>
+                                    <td data-label="ITL p99 model">{time(p.itl_p99)}</td>
+                                    <td data-label="Error">{percent(p.error_itl_p99)}</td>
+                                    <td data-label="Note">{note}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }.into_any()
+}
