@@ -201,7 +201,8 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     let out = Command::cargo_bin("measurements-agent")
         .unwrap()
         .args(["run", "endpoint", "--target", &server.url, "--protocol", "openai-completions"])
-        .args(["--rates", "0.5,2,3.5,5", "--duration", "10s", "--warmup", "2s", "--max-tokens", "32"])
+        // Long enough steps for a p99 of TTFT to be more than the largest of a few dozen.
+        .args(["--rates", "0.5,1.5,3,4.5", "--duration", "30s", "--warmup", "3s", "--max-tokens", "32"])
         .args(["--prompt-words", "40-80", "--json", "--server", &headroom.url, "--token", &token, "--spool"])
         .arg(spool.path())
         .output()
@@ -243,7 +244,12 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
         "a prompt token: fitted {} s, llama.cpp {per_prompt_token} s",
         engine.per_prompt_token.0
     );
-    assert!(check.predictions.iter().filter(|p| p.counted).count() >= 2, "{check:?}");
+    assert!(check.predictions.iter().filter(|p| p.counted).count() >= 3, "{check:?}");
+    // The model against the real server, at the three loaded rates: README states the errors
+    // measured (the goal, 25 % at each, is not met at every step); a model that misread
+    // the batching (the first version: 97 % and 405 % on this server) fails here.
+    let (ttft, itl) = (check.mape_ttft_p99.unwrap(), check.mape_itl_p99.unwrap());
+    assert!(ttft <= 0.4 && itl <= 0.4, "mean |error| of p99: TTFT {ttft:.2}, ITL {itl:.2}");
 
     // The run's page fits the same engine and sets each step beside the model.
     let run_id = run.run_id.to_string();

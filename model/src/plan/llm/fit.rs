@@ -2,14 +2,18 @@
 //! `endpoint` suite with `--protocol openai-*`), and every step predicted beside its
 //! measurement.
 //!
-//! From the least-loaded trusted step (the base), with I and O its mean prompt and output
-//! lengths: the median gap is one iteration of one sequence, t₀ + d; the median TTFT less that
-//! gap is the prompt's reading, p·I (everything before the first token that is not an
-//! iteration, such as parsing and tokenizing, is counted in it). From the step with the largest
-//! mean batch (L = achieved rate × mean latency, by Little's law) the per-sequence cost d is the
-//! one at which the model's median gap at that step's rate is the measured one (bisection over
-//! [0, t₀ + d]); with no such step (every step nearly idle) d = 0 and [`LlmCalibration::batch_measured`]
-//! says so. The slots come from the caller: the server's configuration, or the memory fit.
+//! Medians calibrate; the p99s are left to check the model. From the least-loaded trusted step
+//! (the base), with I and O its mean prompt and output lengths and the prompt lengths' cv: the
+//! median gap is one iteration of one sequence, t₀ + d. From the step with the largest mean
+//! batch (L = achieved rate × mean latency, by Little's law) the per-sequence cost d is the one
+//! at which the model's median gap at that step's rate is the measured one (bisection over
+//! [0, t₀ + d]); with no such step (every step nearly idle) d = 0 and
+//! [`LlmCalibration::batch_measured`] says so. The prompt cost p starts as the base step's
+//! median TTFT less one gap, over I, and is then the one at which the model's median TTFTs
+//! match those of every unsaturated trusted step best (least squares in logarithms): a base
+//! step at a low rate holds few requests, and its median alone moved p by a sixth between runs.
+//! Everything before the first token that is not an iteration (parsing, tokenizing) is counted
+//! in p. The slots come from the caller: the server's configuration, or the memory fit.
 
 use std::collections::BTreeMap;
 
@@ -87,6 +91,41 @@ fn resident(s: &LlmStep) -> f64 {
     s.step.achieved * s.step.mean.unwrap_or(0.0)
 }
 
+/// The prompt cost at which the model's median TTFT matches the measured medians best, in
+/// logarithms, over `steps` (golden-section search over a factor of three either side of
+/// `start`).
+fn fit_prompt_cost(steps: &[&LlmStep], engine: impl Fn(f64) -> Engine, load: Load, start: f64) -> f64 {
+    let misfit = |ln_p: f64| -> f64 {
+        let engine = engine(ln_p.exp());
+        steps
+            .iter()
+            .map(|s| {
+                let at = Load { rate: s.step.offered, ..load };
+                match predict(&engine, &at).ok().flatten() {
+                    Some(l) if s.ttft.p50 > 0.0 => (l.ttft_p50.0 / s.ttft.p50).ln().powi(2),
+                    _ => 1e3,
+                }
+            })
+            .sum()
+    };
+    let golden = 0.5 * (5f64.sqrt() - 1.0);
+    let (mut a, mut b) = (start.ln() - 3f64.ln(), start.ln() + 3f64.ln());
+    let (mut c, mut e) = (b - golden * (b - a), a + golden * (b - a));
+    let (mut fc, mut fe) = (misfit(c), misfit(e));
+    for _ in 0..40 {
+        if fc < fe {
+            (b, e, fe) = (e, c, fc);
+            c = b - golden * (b - a);
+            fc = misfit(c);
+        } else {
+            (a, c, fc) = (c, e, fe);
+            e = a + golden * (b - a);
+            fe = misfit(e);
+        }
+    }
+    (0.5 * (a + b)).exp()
+}
+
 /// Fits the engine on the trusted steps; `None` without a trusted step that succeeded.
 pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
     let trusted: Vec<&LlmStep> = steps.iter().filter(|s| s.step.trusted() && s.step.error_rate <= 0.01).collect();
@@ -96,45 +135,45 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
         .min_by(|a, b| a.step.offered.total_cmp(&b.step.offered))
         .or_else(|| trusted.iter().min_by(|a, b| a.step.offered.total_cmp(&b.step.offered)))?;
     let (i, o, cv) = (base.input_tokens, base.output_tokens, base.input_cv);
+    let load = Load { rate: 0.0, input_tokens: i, input_cv: cv, output_tokens: o };
     let one = base.itl.p50.max(1e-6);
-    let prompt = (base.ttft.p50 - one).max(1e-6);
-    let per_prompt_token = if i > 0.0 { prompt / i } else { 0.0 };
-    let engine = |d: f64| Engine {
+    let engine = |d: f64, p: f64| Engine {
         fixed: Seconds((one - d).max(0.0)),
         per_sequence: Seconds(d.min(one)),
-        per_prompt_token: Seconds(per_prompt_token),
+        per_prompt_token: Seconds(p),
         slots: slots.max(1),
     };
-    let batched = trusted
+    let unsaturated: Vec<&LlmStep> = trusted.iter().copied().filter(|s| !s.step.saturated).collect();
+    let batched = unsaturated
         .iter()
-        .filter(|s| !s.step.saturated && s.step.step != base.step.step && resident(s) >= 1.2)
+        .filter(|s| s.step.step != base.step.step && resident(s) >= 1.2)
         .max_by(|a, b| resident(a).total_cmp(&resident(b)));
-    let Some(batched) = batched else {
-        return Some(LlmCalibration {
-            engine: engine(0.0),
-            input_tokens: i,
-            input_cv: cv,
-            output_tokens: o,
-            base_step: base.step.step,
-            batch_step: None,
-            batch_measured: false,
-        });
-    };
-    let load = Load { rate: batched.step.offered, input_tokens: i, input_cv: cv, output_tokens: o };
-    let gap = |d: f64| predict(&engine(d), &load).ok().flatten().map_or(f64::INFINITY, |l| l.itl_p50.0);
-    let (mut lo, mut hi) = (0.0, one);
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if gap(mid) < batched.itl.p50 { lo = mid } else { hi = mid }
+    let mut p = if i > 0.0 { (base.ttft.p50 - one).max(1e-6) / i } else { 0.0 };
+    let mut d = 0.0;
+    // d and p each move what the other is fitted on: two rounds settle them.
+    for _ in 0..2 {
+        if let Some(batched) = batched {
+            let at = Load { rate: batched.step.offered, ..load };
+            let gap = |d: f64| predict(&engine(d, p), &at).ok().flatten().map_or(f64::INFINITY, |l| l.itl_p50.0);
+            let (mut lo, mut hi) = (0.0, one);
+            for _ in 0..60 {
+                let mid = 0.5 * (lo + hi);
+                if gap(mid) < batched.itl.p50 { lo = mid } else { hi = mid }
+            }
+            d = lo;
+        }
+        if i > 0.0 && unsaturated.len() >= 2 {
+            p = fit_prompt_cost(&unsaturated, |p| engine(d, p), load, p);
+        }
     }
     Some(LlmCalibration {
-        engine: engine(lo),
+        engine: engine(d, p),
         input_tokens: i,
         input_cv: cv,
         output_tokens: o,
         base_step: base.step.step,
-        batch_step: Some(batched.step.step),
-        batch_measured: true,
+        batch_step: batched.map(|b| b.step.step),
+        batch_measured: batched.is_some(),
     })
 }
 
