@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's OpenAI-compatible server and writes the tiny model the LLM tests serve,
 # under DIR (default: $CARGO_TARGET_DIR/llm-server). Created once; rerun only when this
-# directory's files change. Nothing is fetched when the tests run.
+# directory's files change, or the CPU or compiler does. `cargo xtask test` runs it before the
+# tests; after that nothing is fetched when they run.
 #
 #   venv/                 cmake, ninja and the gguf writer, pinned (requirements.txt)
 #   bin/llama-server      llama.cpp's server, built from the llama.cpp sources that the PyPI
@@ -21,7 +22,9 @@ mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
 
-stamp="$(cat "$here"/requirements.txt "$here"/*.py "$0" | sha256sum | cut -c1-16)"
+# The server is built for this CPU (-DGGML_NATIVE=ON): a new CPU or compiler builds it again.
+machine="$(uname -m; grep -m1 '^flags' /proc/cpuinfo 2>/dev/null; c++ --version 2>/dev/null | head -n1)"
+stamp="$( (cat "$here"/requirements.txt "$here"/*.py "$0"; echo "$machine") | sha256sum | cut -c1-16)"
 if [[ -f "$dir/.stamp" && "$(cat "$dir/.stamp")" == "$stamp" ]]; then
     exit 0
 fi
@@ -29,12 +32,14 @@ rm -rf "$dir/venv" "$dir/bin" "$dir/models" "$dir/src" "$dir/build"
 
 echo "llm-server: installing the build tools and the model writer into $dir/venv (once)" >&2
 python3 -m venv "$dir/venv"
-"$dir/venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$here/requirements.txt"
+"$dir/venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --only-binary :all: -r "$here/requirements.txt"
 
 echo "llm-server: fetching llama-cpp-python $version's sources from PyPI (once)" >&2
 mkdir -p "$dir/src"
+# The hash is checked as the file arrives, before pip reads anything in it.
+echo "llama-cpp-python==$version --hash=sha256:$sdist_sha256" > "$dir/src/sdist.txt"
 "$dir/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
-    -d "$dir/src" "llama-cpp-python==$version"
+    --no-build-isolation --require-hashes -d "$dir/src" -r "$dir/src/sdist.txt"
 sdist="$dir/src/llama_cpp_python-$version.tar.gz"
 echo "$sdist_sha256  $sdist" | sha256sum --check --quiet
 tar -xzf "$sdist" -C "$dir/src"

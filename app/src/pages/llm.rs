@@ -83,6 +83,12 @@ fn label_of(field: &str) -> &'static str {
         "rate_per_s" => "Requests per month",
         "output_tokens" => "Output tokens per request",
         "input_cv" => "Prompt length variation",
+        "device_memory_bytes" => "Memory of one GPU",
+        "activations_bytes" => "Working memory per GPU",
+        "replica_hourly_usd" => "Price of one GPU",
+        "per_sequence_s" => "Iteration, per sequence",
+        "per_prompt_token_s" => "Prompt reading",
+        "slots" => "Most sequences the engine batches",
         "fixed_s" => "Iteration, fixed part",
         _ => "Input",
     }
@@ -108,6 +114,12 @@ pub fn plan(form: &Form) -> Result<LlmPlan, Vec<String>> {
     // Choices are read by their index in the list, so a value from a hand-edited link that is
     // not one of them is named here rather than taken for a default.
     let (tp_index, _, _) = (num("tp"), num("weights"), num("kv"));
+    if context < input + output {
+        errors.push(format!(
+            "Tokens one sequence may hold: at least the prompt and output tokens of a mean request ({})",
+            grouped(input + output)
+        ));
+    }
     if max_slots > f64::from(MAX_SLOTS) {
         errors.push(format!("Most sequences the engine batches: at most {}", grouped(f64::from(MAX_SLOTS))));
     }
@@ -397,9 +409,14 @@ mod tests {
             // Hand-edited links: a degree or precision not offered, or more slots than modelled.
             assert!(plan(&form(&[("tp", "3")])).unwrap_err()[0].contains("must be one of: 1, 2, 4, 8"));
             assert!(plan(&form(&[("kv", "fp7")])).unwrap_err()[0].contains("must be one of"));
-            assert!(
-                plan(&form(&[("max_slots", "1e12"), ("context", "1")])).unwrap_err()[0].contains("at most 100,000")
-            );
+            assert!(plan(&form(&[("max_slots", "1e12")])).unwrap_err()[0].contains("at most 100,000"));
+            // A sequence shorter than a mean request would count billions of them in the cache.
+            let short = plan(&form(&[("context", "1")])).unwrap_err();
+            assert!(short[0].starts_with("Tokens one sequence may hold: at least"), "{short:?}");
+            // A link from the review, which once aborted the process: no prompt, one output
+            // token, a one-token context.
+            let odd = plan(&form(&[("input", "0"), ("output", "1"), ("context", "1")])).unwrap();
+            assert!(latency_chart(&odd).contains("<svg"), "its chart runs to 95 % of capacity");
         })
     }
 }

@@ -135,15 +135,16 @@ impl Load {
 
 /// Poisson(mean) probabilities from its mode out to where they vanish, as (k, weight).
 fn poisson(mean: f64, limit: u32) -> Vec<(u32, f64)> {
-    if mean <= 1e-12 {
+    if mean <= 1e-12 || limit == 0 {
         return vec![(0, 1.0)];
     }
     let spread = 7.0 * mean.sqrt() + 7.0;
-    let lo = (mean - spread).max(0.0) as u32;
-    let hi = ((mean + spread) as u32).min(limit);
+    let hi = ((mean + spread).min(f64::from(u32::MAX)) as u32).min(limit);
+    // A mean far above the cap puts everything on the cap.
+    let lo = ((mean - spread).max(0.0) as u32).min(hi);
     let ln_mean = mean.ln();
-    let mut out = Vec::with_capacity((hi - lo + 1) as usize);
-    let mut ln_factorial = (1..=lo).map(|k| f64::from(k).ln()).sum::<f64>();
+    let mut out = Vec::new();
+    let mut ln_factorial = statrs::function::gamma::ln_gamma(f64::from(lo) + 1.0);
     for k in lo..=hi {
         if k > lo {
             ln_factorial += f64::from(k).ln();
@@ -154,12 +155,18 @@ fn poisson(mean: f64, limit: u32) -> Vec<(u32, f64)> {
             out.push((k, weight));
         }
     }
-    // Mass beyond `limit` (a cap such as the slots) sits on the cap.
+    // Mass beyond `limit` (the free slots) sits on the cap.
     let total: f64 = out.iter().map(|(_, w)| w).sum();
     if let Some(last) = out.last_mut() {
         last.1 += (1.0 - total).max(0.0);
     }
-    out
+    if out.len() <= 24 {
+        return out;
+    }
+    // A wide spread is merged into groups at their (rounded) mean counts: the work of every
+    // mixture built from it stays bounded whatever the rate.
+    let points: Vec<(f64, f64)> = out.iter().map(|&(k, w)| (f64::from(k), w)).collect();
+    coarse(&points, |_| false).into_iter().map(|(k, w)| (k.round() as u32, w)).collect()
 }
 
 /// The q-quantile of a weighted sample.
@@ -278,22 +285,22 @@ fn prompt_points(load: &Load, k: u32) -> Vec<(f64, f64)> {
     }
 }
 
-/// The occupancy merged into groups of neighbouring counts, each at its weighted mean count:
-/// a group per tenth of the probability in the body, finer in the upper tail where a TTFT p99
-/// is decided. The idle state and the full one (whose arrivals wait) stay on their own.
-fn coarse(states: &[(usize, f64)], slots: usize) -> Vec<(f64, f64)> {
+/// Weighted values (in increasing order) merged into groups of neighbours, each at its
+/// weighted mean: a group per tenth of the weight in the body, finer in the upper tail where a
+/// p99 is decided. Values `alone` says to keep (the idle state, the full one) stay on their own.
+fn coarse(points: &[(f64, f64)], alone: impl Fn(f64) -> bool) -> Vec<(f64, f64)> {
     const EDGES: [f64; 14] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999];
+    let total: f64 = points.iter().map(|p| p.1).sum::<f64>().max(f64::MIN_POSITIVE);
     let mut groups = Vec::new();
     let (mut seen, mut edge, mut mass, mut moment) = (0.0, 0, 0.0, 0.0);
-    for &(m, w) in states {
-        if m == 0 || m == slots {
-            groups.push((m as f64, w));
-            seen += w;
+    for &(value, w) in points {
+        seen += w / total;
+        if alone(value) {
+            groups.push((value, w));
             continue;
         }
         mass += w;
-        moment += m as f64 * w;
-        seen += w;
+        moment += value * w;
         if edge < EDGES.len() && seen >= EDGES[edge] {
             groups.push((moment / mass, mass));
             (mass, moment) = (0.0, 0.0);
@@ -306,6 +313,19 @@ fn coarse(states: &[(usize, f64)], slots: usize) -> Vec<(f64, f64)> {
         groups.push((moment / mass, mass));
     }
     groups
+}
+
+/// [`prompt_points`] for each number of prompts, computed once per prediction.
+struct Prompts<'a> {
+    load: &'a Load,
+    known: std::collections::BTreeMap<u32, Vec<(f64, f64)>>,
+}
+
+impl Prompts<'_> {
+    fn of(&mut self, k: u32) -> Vec<(f64, f64)> {
+        let load = self.load;
+        self.known.entry(k).or_insert_with(|| prompt_points(load, k)).clone()
+    }
 }
 
 /// Quantile points of Exp(rate): `n` midpoints of equal probability.
@@ -322,18 +342,27 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
     let (lambda, i) = (load.rate, load.input_tokens);
     let s = engine.slots as usize;
-    // States worth enumerating.
-    let states: Vec<(usize, f64)> = st.occupancy.iter().copied().enumerate().filter(|&(_, w)| w > 1e-12).collect();
+    // States worth enumerating: those that carry weight beside the heaviest.
+    let heaviest = st.occupancy.iter().copied().fold(0.0, f64::max);
+    let states: Vec<(f64, f64)> =
+        st.occupancy.iter().enumerate().filter(|&(_, &w)| w > 1e-12 * heaviest).map(|(m, &w)| (m as f64, w)).collect();
+    let mut prompts = Prompts { load, known: Default::default() };
+    // Prompts a state can still admit: one per free slot.
+    let free = |m: f64| ((s as f64 - m).max(0.0) as u32).min(4096);
 
     // Gaps come from state m at m ÷ τ(m) a second (m sequences, an iteration each τ(m)), so a
     // gap sees m resident with weight m·π(m)/τ(m); the prompts read in its iteration are those
     // that arrived during the one before.
+    let seen_by_gaps: Vec<(f64, f64)> =
+        states.iter().filter(|(m, _)| *m > 0.0).map(|&(m, w)| (m, m * w / st.iteration(engine, m))).collect();
+    // Nearly idle, a gap is one sequence's alone.
+    let seen_by_gaps = if seen_by_gaps.is_empty() { vec![(1.0, 1.0)] } else { coarse(&seen_by_gaps, |_| false) };
     let mut gaps = Vec::new();
-    for &(m, w) in states.iter().filter(|(m, _)| *m > 0) {
-        let tau = st.iteration(engine, m as f64);
-        for (k, wk) in poisson(lambda * tau, 64) {
-            for (tokens, wt) in prompt_points(load, k) {
-                gaps.push((t0 + d * m as f64 + p * tokens, m as f64 * w / tau * wk * wt));
+    for &(m, w) in &seen_by_gaps {
+        let tau = st.iteration(engine, m);
+        for (k, wk) in poisson(lambda * tau, free(m)) {
+            for (tokens, wt) in prompts.of(k) {
+                gaps.push((t0 + d * m + p * tokens, w * wk * wt));
             }
         }
     }
@@ -345,11 +374,11 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
     // that opened it and those that arrived during the iteration before), so they take a share
     // of the busy time that a mean over iterations would hide. Then its own iteration reads its
     // prompt and those that arrived meanwhile.
-    const REST: usize = 8;
+    const REST: usize = 6;
     const WAIT: usize = 8;
-    let own_prompts = prompt_points(load, 1);
+    let own_prompts = prompts.of(1);
     let mut firsts = Vec::new();
-    for (m, w) in coarse(&states, s) {
+    for (m, w) in coarse(&states, |m| m == 0.0 || m == s as f64) {
         let full = m == s as f64 && st.slot_wait > 0.0;
         let mut waits = vec![(0.0, if full { w - st.slot_wait } else { w })];
         if full {
@@ -362,7 +391,7 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
         if m == 0.0 {
             rests.push((0.0, 1.0));
         } else {
-            let extra = poisson(lambda * decode, 64);
+            let extra = poisson(lambda * decode, free(m + 1.0));
             let lengths: Vec<(f64, f64)> =
                 extra.iter().map(|&(k, wk)| (decode + p * i * f64::from(1 + k), wk)).collect();
             let mean_length: f64 = lengths.iter().map(|(len, wk)| len * wk).sum();
@@ -379,7 +408,7 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
         }
         for &(wait, ww) in &waits {
             for &(rest, wr) in &rests {
-                for (k, wk) in poisson(lambda * rest, 64) {
+                for (k, wk) in poisson(lambda * rest, free(m + 1.0)) {
                     for &(prompt, wo) in &own_prompts {
                         let own = t0 + d * (others + 1.0) + p * (prompt + i * f64::from(k));
                         firsts.push((wait + rest + own, ww * wr * wk * wo));
@@ -404,4 +433,45 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
         output_tokens_per_second: lambda * load.output_tokens,
         validated: resident <= VALIDATED_SHARE * f64::from(engine.slots),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn poisson_weights_sum_to_one_even_far_above_the_cap() {
+        for (mean, limit) in [(0.3, 64), (12.0, 64), (190.0, 64), (5e4, 100_000), (1e7, 3), (2.0, 0)] {
+            let points = poisson(mean, limit);
+            let total: f64 = points.iter().map(|p| p.1).sum();
+            assert!((total - 1.0).abs() < 1e-9, "mean {mean}, cap {limit}: {total}");
+            assert!(points.iter().all(|&(k, _)| k <= limit), "mean {mean}, cap {limit}");
+            assert!(points.len() <= 24, "mean {mean}: {} points", points.len());
+        }
+        assert_eq!(poisson(1e7, 3), vec![(3, 1.0)], "a mean far above the cap sits on it");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever a link or an upload says, a prediction ends with finite figures or says the
+        /// engine cannot keep up.
+        #[test]
+        fn any_valid_input_gives_finite_figures_or_none(
+            fixed in 0.0f64..0.05, per_sequence in 0.0f64..0.05, per_prompt in 0.0f64..0.01,
+            slots in 1u32..100_000, input in 0.0f64..100_000.0, input_cv in 0.0f64..5.0,
+            output in 1.0f64..10_000.0, share in 0.0f64..1.2,
+        ) {
+            prop_assume!(fixed + per_sequence > 1e-6);
+            let engine = Engine { fixed: Seconds(fixed), per_sequence: Seconds(per_sequence), per_prompt_token: Seconds(per_prompt), slots };
+            let rate = share * engine.capacity(input, output);
+            let load = Load { rate, input_tokens: input, input_cv, output_tokens: output };
+            if let Some(l) = predict(&engine, &load).unwrap() {
+                for v in [l.ttft_p50.0, l.ttft_p99.0, l.itl_p50.0, l.itl_p99.0, l.e2e_mean.0, l.busy, l.mean_resident] {
+                    prop_assert!(v.is_finite() && v >= 0.0, "{l:?}");
+                }
+                prop_assert!(l.ttft_p50.0 <= l.ttft_p99.0 && l.itl_p50.0 <= l.itl_p99.0, "{l:?}");
+            }
+        }
+    }
 }

@@ -39,7 +39,12 @@ pub struct LlmStep {
     pub tokens_per_second: Option<f64>,
 }
 
-/// The steps of a run that carry TTFT, ITL and token counts, in order.
+/// Steps fitted and checked: a sweep takes at most 13, and each costs the fit dozens of
+/// predictions, which a page computes as it renders.
+pub const MAX_LLM_STEPS: usize = 16;
+
+/// The steps of a run that carry TTFT, ITL and token counts, in order (the first
+/// [`MAX_LLM_STEPS`]).
 pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
     let mut by_step: BTreeMap<u32, Vec<&Measurement>> = BTreeMap::new();
     for m in measurements.iter().filter(|m| m.suite == Suite::Endpoint && m.status == MeasurementStatus::Ok) {
@@ -66,6 +71,7 @@ pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
             })
         })
         .filter(|s| s.requests > 0 && s.output_tokens >= 1.0)
+        .take(MAX_LLM_STEPS)
         .collect()
 }
 
@@ -112,7 +118,7 @@ fn fit_prompt_cost(steps: &[&LlmStep], engine: impl Fn(f64) -> Engine, load: Loa
     let (mut a, mut b) = (start.ln() - 3f64.ln(), start.ln() + 3f64.ln());
     let (mut c, mut e) = (b - golden * (b - a), a + golden * (b - a));
     let (mut fc, mut fe) = (misfit(c), misfit(e));
-    for _ in 0..40 {
+    for _ in 0..30 {
         if fc < fe {
             (b, e, fe) = (e, c, fc);
             c = b - golden * (b - a);
@@ -156,7 +162,7 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
             let at = Load { rate: batched.step.offered, ..load };
             let gap = |d: f64| predict(&engine(d, p), &at).ok().flatten().map_or(f64::INFINITY, |l| l.itl_p50.0);
             let (mut lo, mut hi) = (0.0, one);
-            for _ in 0..60 {
+            for _ in 0..40 {
                 let mid = 0.5 * (lo + hi);
                 if gap(mid) < batched.itl.p50 { lo = mid } else { hi = mid }
             }
