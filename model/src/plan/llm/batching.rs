@@ -80,6 +80,8 @@ pub struct Latency {
     pub ttft_p99: Seconds,
     pub itl_p50: Seconds,
     pub itl_p99: Seconds,
+    /// The mean gap between tokens.
+    pub itl_mean: Seconds,
     /// Mean TTFT plus O − 1 mean gaps.
     pub e2e_mean: Seconds,
     /// L: sequences resident on average.
@@ -425,6 +427,7 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
         ttft_p99: Seconds(quantile(&mut firsts, 0.99)),
         itl_p50: Seconds(quantile(&mut gaps, 0.5)),
         itl_p99: Seconds(quantile(&mut gaps, 0.99)),
+        itl_mean: Seconds(itl_mean),
         e2e_mean: Seconds(ttft_mean + (load.output_tokens - 1.0) * itl_mean),
         mean_resident: resident,
         busy: st.busy,

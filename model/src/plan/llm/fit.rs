@@ -5,10 +5,11 @@
 //! Medians calibrate; the p99s are left to check the model. From the least-loaded trusted step
 //! (the base), with I and O its mean prompt and output lengths and the prompt lengths' cv: the
 //! median gap is one iteration of one sequence, t₀ + d. From the step with the largest mean
-//! batch (L = achieved rate × mean latency, by Little's law) the per-sequence cost d is the one
-//! at which the model's median gap at that step's rate is the measured one (bisection over
-//! [0, t₀ + d]); with no such step (every step nearly idle) d = 0 and
-//! [`LlmCalibration::batch_measured`] says so. The prompt cost p starts as the base step's
+//! batch (L = achieved rate × mean latency, by Little's law, at least 0.3) the per-sequence
+//! cost d is the one at which the model's mean gap at that step's rate is the measured one
+//! (bisection over [0, t₀ + d]; the mean, because the median gap does not move until half the
+//! gaps are batched, and a sweep on a small engine may never get there); with no such step
+//! (every step nearly idle) d = 0 and [`LlmCalibration::batch_measured`] says so. The prompt cost p starts as the base step's
 //! median TTFT less one gap, over I, and is then the one at which the model's median TTFTs
 //! match those of every unsaturated trusted step best (least squares in logarithms): a base
 //! step at a low rate holds few requests, and its median alone moved p by a sixth between runs.
@@ -152,7 +153,7 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
     let unsaturated: Vec<&LlmStep> = trusted.iter().copied().filter(|s| !s.step.saturated).collect();
     let batched = unsaturated
         .iter()
-        .filter(|s| s.step.step != base.step.step && resident(s) >= 1.2)
+        .filter(|s| s.step.step != base.step.step && resident(s) >= 0.3)
         .max_by(|a, b| resident(a).total_cmp(&resident(b)));
     let mut p = if i > 0.0 { (base.ttft.p50 - one).max(1e-6) / i } else { 0.0 };
     let mut d = 0.0;
@@ -160,11 +161,11 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
     for _ in 0..2 {
         if let Some(batched) = batched {
             let at = Load { rate: batched.step.offered, ..load };
-            let gap = |d: f64| predict(&engine(d, p), &at).ok().flatten().map_or(f64::INFINITY, |l| l.itl_p50.0);
+            let gap = |d: f64| predict(&engine(d, p), &at).ok().flatten().map_or(f64::INFINITY, |l| l.itl_mean.0);
             let (mut lo, mut hi) = (0.0, one);
             for _ in 0..40 {
                 let mid = 0.5 * (lo + hi);
-                if gap(mid) < batched.itl.p50 { lo = mid } else { hi = mid }
+                if gap(mid) < batched.itl.mean { lo = mid } else { hi = mid }
             }
             d = lo;
         }
@@ -305,7 +306,7 @@ mod tests {
             m(Case::EndpointAchievedRate.as_str(), Unit::RequestsPerSecond, Stats::single(rate)),
             m(Case::EndpointErrorRate.as_str(), Unit::Ratio, Stats::single(0.0)),
             m("endpoint_ttft", Unit::Seconds, quantiles(l.ttft_p50.0, l.ttft_p99.0)),
-            m("endpoint_itl", Unit::Seconds, quantiles(l.itl_p50.0, l.itl_p99.0)),
+            m("endpoint_itl", Unit::Seconds, Stats { mean: l.itl_mean.0, ..quantiles(l.itl_p50.0, l.itl_p99.0) }),
             m("endpoint_input_tokens", Unit::Count, Stats::single(load.input_tokens * requests as f64)),
             m("endpoint_output_tokens", Unit::Count, Stats::single(load.output_tokens * requests as f64)),
         ]
