@@ -174,7 +174,7 @@ test('llm serving: GPUs and dollars per million tokens follow the workload; a mo
   const gpus = page.locator('[data-out=gpus]');
   await gpus.waitFor();
   assert.match(await page.locator('[data-out=per-million-output]').innerText(), /^\$\d[\d,.]* output$/);
-  assert.match(await page.locator('table[data-out=memory]').innerText(), /128 KiB/, 'KV per token of Llama 3 8B in BF16');
+  assert.match(await page.locator('table[data-out=memory]').innerText(), /128\.0 KiB/, 'KV per token of Llama 3 8B in BF16');
   assert.match(await page.locator('[data-chart=llm-latency] svg').getAttribute('aria-label'), /p99 latency/);
   await hydrated(page);
   await page.evaluate(() => { window.__stillHere = true; });
