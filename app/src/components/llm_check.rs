@@ -7,6 +7,7 @@ use model::format::seconds;
 use model::plan::llm::fit::{ASSUMED_SLOTS, LlmCheck, LlmStep, check};
 
 use crate::components::charts::{LineChart, Series, line_chart};
+use crate::pages::run::percent;
 
 /// Each step's distribution of `pick` (TTFT or ITL) as the cumulative fraction at its
 /// measured percentiles.
@@ -37,10 +38,6 @@ fn tokens_chart(steps: &[LlmStep], check: &LlmCheck) -> String {
         steps.iter().map(|s| (s.step.offered, s.step.offered * o)).collect(),
     ));
     line_chart(&chart)
-}
-
-fn percent(error: Option<f64>) -> String {
-    error.map_or("–".into(), |e| format!("{:+.0} %", e * 100.0))
 }
 
 #[component]

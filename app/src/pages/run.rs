@@ -189,7 +189,7 @@ pub fn endpoint_chart(check: &endpoint::Check) -> Option<String> {
     Some(line_chart(&chart))
 }
 
-fn percent(error: Option<f64>) -> String {
+pub fn percent(error: Option<f64>) -> String {
     error.map(|e| format!("{:+.0} %", e * 100.0)).unwrap_or_else(|| "–".into())
 }
 

@@ -9,7 +9,7 @@
 //! cost d is the one at which the model's mean gap at that step's rate is the measured one
 //! (bisection over [0, t₀ + d]; the mean, because the median gap does not move until half the
 //! gaps are batched, and a sweep on a small engine may never get there); with no such step
-//! (every step nearly idle) d = 0 and [`LlmCalibration::batch_measured`] says so. The prompt cost p starts as the base step's
+//! (every step nearly idle) d = 0 and [`LlmCalibration::batch_step`] is `None`. The prompt cost p starts as the base step's
 //! median TTFT less one gap, over I, and is then the one at which the model's median TTFTs
 //! match those of every unsaturated trusted step best (least squares in logarithms): a base
 //! step at a low rate holds few requests, and its median alone moved p by a sixth between runs.
@@ -90,7 +90,6 @@ pub struct LlmCalibration {
     pub base_step: u32,
     /// The step d was fitted on; `None` when no step batched enough to tell.
     pub batch_step: Option<u32>,
-    pub batch_measured: bool,
 }
 
 /// A step's mean number of resident sequences, by Little's law.
@@ -180,7 +179,6 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
         output_tokens: o,
         base_step: base.step.step,
         batch_step: batched.map(|b| b.step.step),
-        batch_measured: batched.is_some(),
     })
 }
 
