@@ -35,8 +35,11 @@ use crate::units::Seconds;
 /// The approximation was checked against a simulation of the scheduler
 /// (`model/tests/llm_simulation.rs`: GPU-like and CPU-like engines, 10–70 % of capacity) where
 /// the resident sequences filled at most this share of the slots on average;
-/// [`Latency::validated`] says whether a prediction is in that range.
+/// [`Latency::validated`] says whether a prediction is in that range (and [`VALIDATED_LOAD`]).
 pub const VALIDATED_SHARE: f64 = 0.5;
+
+/// The highest share of a replica's capacity ([`Engine::capacity`]) the simulation covered.
+pub const VALIDATED_LOAD: f64 = 0.7;
 
 /// The most sequences one replica is modelled with (the Erlang C term costs O(S)); engines
 /// batch a few hundred.
@@ -94,7 +97,8 @@ pub struct Latency {
     pub slot_wait_probability: f64,
     /// Output tokens per second.
     pub output_tokens_per_second: f64,
-    /// Inside the range the approximation was checked in ([`VALIDATED_SHARE`]).
+    /// Inside the range the approximation was checked in: slots at most [`VALIDATED_SHARE`]
+    /// full on average, and the rate at most [`VALIDATED_LOAD`] of capacity.
     pub validated: bool,
 }
 
@@ -434,7 +438,8 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
         iteration: Seconds(st.iteration(engine, resident / st.busy.max(1e-12))),
         slot_wait_probability: st.slot_wait,
         output_tokens_per_second: lambda * load.output_tokens,
-        validated: resident <= VALIDATED_SHARE * f64::from(engine.slots),
+        validated: resident <= VALIDATED_SHARE * f64::from(engine.slots)
+            && load.rate <= VALIDATED_LOAD * engine.capacity(load.input_tokens, load.output_tokens) * (1.0 + 1e-9),
     }))
 }
 

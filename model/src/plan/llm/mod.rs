@@ -10,10 +10,17 @@
 //!   a million output tokens cost.
 //! - [`fit`]: the engine's costs fitted from an `endpoint` run of an OpenAI-compatible server,
 //!   and every step of that run predicted beside what was measured.
+//! - [`gpus`]: GPU datasheets, and the engine's costs estimated from them where nothing was
+//!   measured (a roofline).
+//! - [`offers`]: the cheapest configuration (tensor-parallel degree, weights precision,
+//!   replicas, whole instances) of every GPU instance type in a price catalog, or why it cannot
+//!   serve the workload.
 
 pub mod batching;
 pub mod fit;
+pub mod gpus;
 pub mod memory;
+pub mod offers;
 pub mod sizing;
 
 pub use batching::{Engine, Latency, Load, predict};
