@@ -176,6 +176,9 @@ test('llm serving: GPUs and dollars per million tokens follow the workload; a mo
   assert.match(await page.locator('[data-out=per-million-output]').innerText(), /^\$\d[\d,.]* output$/);
   assert.match(await page.locator('table[data-out=memory]').innerText(), /128\.0 KiB/, 'KV per token of Llama 3 8B in BF16');
   assert.match(await page.locator('[data-chart=llm-latency] svg').getAttribute('aria-label'), /p99 latency/);
+  // Every GPU instance type of the shipped catalog, the cheapest first.
+  await page.locator('table[data-out=offers]').waitFor();
+  assert.match(await page.locator('[data-out=cheapest]').innerText(), /^Cheapest: \S+ \S+ .* a month, \$[\d.,]+ per million output tokens\.$/);
   await hydrated(page);
   await page.evaluate(() => { window.__stillHere = true; });
   // Ten times the requests: more GPUs, without a page load.
@@ -185,6 +188,11 @@ test('llm serving: GPUs and dollars per million tokens follow the workload; a mo
   const after = Number((await gpus.innerText()).replace(/,/g, ''));
   assert.ok(after > before, `${before} → ${after} GPUs`);
   assert.equal(await page.evaluate(() => window.__stillHere), true, 'no page load');
+  // Ranges on the volume and the engine's costs: GPUs and spend between the corners.
+  await page.check('input[type=checkbox][name=uncertain]');
+  const spread = page.locator('[data-out=spread]');
+  await spread.waitFor();
+  assert.match(await spread.innerText(), /^With requests ±30 % and every engine cost ±25 % \(the corners of those ranges\): [\d,]+ to [\d,]+ GPUs, \$[\d,.]+ to \$[\d,.]+ a month/);
   // Llama 3 70B in BF16 does not fit one 80 GiB GPU: the page names the degree that does.
   await page.fill('#f-parameters', '70.6B');
   await page.fill('#f-layers', '80');
@@ -192,6 +200,11 @@ test('llm serving: GPUs and dollars per million tokens follow the workload; a mo
   await page.selectOption('#f-tp', '2');
   await gpus.waitFor();
   assert.match(await page.locator('[data-out=replicas]').innerText(), /× 2 GPU\(s\)/);
+  // One T4 cannot hold it in BF16, nor in INT4 once allowed; the reason names the precision.
+  const t4 = page.locator('table[data-out=offers] tr', { hasText: 'g4dn.xlarge' });
+  await t4.filter({ hasText: 'Rejected: does not fit: BF16 weights' }).waitFor();
+  await page.selectOption('#f-try_weights', 'int4');
+  await t4.filter({ hasText: 'Rejected: does not fit: INT4 weights' }).waitFor();
   await page.fill('#f-ttft_ms', '</textarea><script>alert(1)</script>');
   await page.locator('.field[data-field=ttft_ms] .field-error', { hasText: 'is not a number' }).waitFor();
   await page.fill('#f-ttft_ms', '1000');

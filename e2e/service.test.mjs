@@ -13,6 +13,7 @@ const servers = process.env.HEADROOM_ENDPOINT_SERVERS;
 let env;
 let browser;
 let mlserver;
+let mockLlm;
 
 async function ready(url, ms) {
   const deadline = Date.now() + ms;
@@ -40,6 +41,15 @@ before(async () => {
   // Four open-loop steps well below MLServer's capacity here (about 400/s).
   env.measure(['endpoint'], ['--target', url, '--protocol', 'kserve-v2', '--model', 'digits',
     '--rates', '10,20,40,80', '--duration', '3s', '--warmup', '1s']);
+  // GuideLLM's OpenAI-compatible mock, told TTFT 100 ms and ITL 10 ms: an LLM server to pick.
+  const llmPort = await freePort();
+  mockLlm = spawn(join(servers, 'guidellm', 'bin', 'python'),
+    [join(import.meta.dirname, '..', 'tools', 'endpoint-servers', 'mock_llm.py'), String(llmPort), '100', '10', '16'],
+    { stdio: 'ignore', env: { ...process.env, HF_HUB_OFFLINE: '1' } });
+  const llmUrl = `http://127.0.0.1:${llmPort}`;
+  await ready(`${llmUrl}/v1/models`, 60_000);
+  env.measure(['endpoint'], ['--target', llmUrl, '--protocol', 'openai-chat', '--rates', '1,2,4',
+    '--duration', '3s', '--warmup', '1s', '--max-tokens', '16']);
   browser = await launch();
 });
 
@@ -47,6 +57,7 @@ after(async () => {
   await browser?.close();
   env?.stop();
   mlserver?.kill('SIGTERM');
+  mockLlm?.kill('SIGTERM');
 });
 
 const WIDE = { width: 1280, height: 900 };
@@ -128,6 +139,31 @@ test('run page: the load test beside the model, with how it was calibrated and i
   assert.equal(await page.locator('table.endpoint-steps tbody tr').count(), 4, 'a row per step');
   assert.equal(await page.locator('[data-chart=endpoint] svg').count(), 1, 'the chart of measurement against model');
   await review(page, 'run-endpoint-1280');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test('llm serving: a load test of an OpenAI-compatible server, picked, sizes with the engine fitted on it and says its error', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/llm');
+  await hydrated(page);
+  const option = page.locator('#f-run option', { hasText: 'mock-llm' });
+  await option.first().waitFor({ state: 'attached' });
+  const run = await option.first().getAttribute('value');
+  assert.match(run, /^[0-9a-f-]{36}$/, 'an option is a stored run id');
+  await page.selectOption('#f-run', run);
+  // The engine's own fields give way to the fitted figures, which the hint states.
+  await page.locator('#f-fixed_ms').waitFor({ state: 'detached' });
+  assert.match(await page.locator('[data-out=run-hint]').innerText(), /^Fitted when the run was stored: .* fixed, .* per sequence, prompts read at [\d,]+ tokens\/s; /);
+  const source = page.locator('[data-out=engine-source]');
+  await source.waitFor();
+  assert.match(await source.innerText(), new RegExp(`^Engine fitted on run ${run.slice(0, 8)} of mock-llm at http://127\\.0\\.0\\.1:\\d+; `));
+  assert.match(await page.locator('[data-out=gpus]').innerText(), /^\d[\d,]*$/);
+  await review(page, 'llm-measured-1280');
+  // The run page shows the same fit, made when the run was stored.
+  await page.goto(`${env.base}/runs/${run}`);
+  await page.locator('[data-out=llm-engine]').waitFor();
+  assert.match(await page.locator('[data-out=llm-engine]').innerText(), /^Fitted from step \d/);
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use model::FleetView;
 
 use crate::data::{
-    CatalogView, CreatedToken, CreatedUser, ImportOutcome, MeasuredFleet, PeopleView, PersonView, ReportSummaryView,
-    ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
+    CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView, PersonView,
+    ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
 };
 
 /// Why page data could not be given: the HTTP status the API would answer and its message.
@@ -43,6 +43,9 @@ pub trait Backend: Send + Sync + 'static {
     fn measured_nodes(&self, headers: http::HeaderMap) -> Answer<MeasuredFleet>;
     /// Each node's newest transport run.
     fn transport_runs(&self, headers: http::HeaderMap) -> Answer<Vec<TransportRun>>;
+    /// The newest load tests of OpenAI-compatible servers, each with its fitted engine, and
+    /// the run `include` if it is one but no longer among the newest.
+    fn llm_runs(&self, headers: http::HeaderMap, include: Option<String>) -> Answer<Vec<LlmRunView>>;
     /// One run and its node's history.
     fn run_page(&self, headers: http::HeaderMap, run_id: String) -> Answer<RunView>;
     /// Saves page inputs under a name.

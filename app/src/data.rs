@@ -68,10 +68,7 @@ impl MeasuredService {
 
     /// `digits at http://10.0.0.5:8080`.
     pub fn name(&self) -> String {
-        match &self.model {
-            Some(model) => format!("{model} at {}", self.target),
-            None => self.target.clone(),
-        }
+        served(self.model.as_deref(), &self.target)
     }
 
     /// How far the model was off where it was checked, in words.
@@ -79,6 +76,51 @@ impl MeasuredService {
         match self.mape_p99 {
             Some(e) => format!("the model's p99 was off by {:.0} % on average in that run", e * 100.0),
             None => "the model's error is not known: that run has no step to check it on".into(),
+        }
+    }
+}
+
+/// A service as people name it: its model, where it is served.
+fn served(model: Option<&str>, target: &str) -> String {
+    match model {
+        Some(model) => format!("{model} at {target}"),
+        None => target.to_string(),
+    }
+}
+
+/// A load test of an OpenAI-compatible server and the engine fitted on it when it was stored
+/// ([`model::wire::measured::LlmDigest`]): what the LLM page sizes "your server" with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmRunView {
+    pub run_id: String,
+    pub started_at_ms: i64,
+    /// The node the load came from.
+    pub hostname: String,
+    pub target: String,
+    pub protocol: String,
+    pub model: Option<String>,
+    pub check: model::plan::llm::fit::LlmCheck,
+}
+
+impl LlmRunView {
+    /// `tiny at http://10.0.0.5:8080`.
+    pub fn name(&self) -> String {
+        served(self.model.as_deref(), &self.target)
+    }
+
+    /// How far the model was off in that run, in words.
+    pub fn error_words(&self) -> String {
+        let counted = self.check.predictions.iter().filter(|p| p.counted).count();
+        match (self.check.mape_ttft_p99, self.check.mape_itl_p99) {
+            (Some(ttft), Some(itl)) => format!(
+                "in that run the model's TTFT p99 was off by {:.0} % and its ITL p99 by {:.0} % on average, over {counted} step(s) below {:.0} % of capacity",
+                ttft * 100.0,
+                itl * 100.0,
+                model::plan::endpoint::COUNTED_BELOW_UTILIZATION * 100.0
+            ),
+            _ => {
+                "the model's error is not known: that run has no step besides the calibration one to check it on".into()
+            }
         }
     }
 }
@@ -113,6 +155,9 @@ pub struct RunView {
     pub node_runs: Vec<RunSummary>,
     /// (figure name, unit, points oldest first)
     pub trends: Vec<(String, String, Vec<TrendPoint>)>,
+    /// A load test of an OpenAI-compatible server: the engine fitted on it when it was stored,
+    /// and each step predicted.
+    pub llm: Option<model::plan::llm::fit::LlmCheck>,
 }
 
 /// A saved set of page inputs.
@@ -161,6 +206,8 @@ pub struct PriceRowView {
     pub instance_type: String,
     /// `8 × NVIDIA H100 80GB`, or empty for CPU-only.
     pub gpus: String,
+    pub gpu_model: Option<String>,
+    pub gpu_count: u32,
     pub vcpus: Option<u32>,
     pub memory_bytes: Option<u64>,
     pub hourly_micro_usd: i64,
@@ -342,6 +389,13 @@ pub async fn measured_nodes() -> Result<MeasuredFleet, ServerFnError> {
 #[server(prefix = "/srv", endpoint = "transport_runs")]
 pub async fn transport_runs() -> Result<Vec<TransportRun>, ServerFnError> {
     backend().0.transport_runs(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// The newest load tests of OpenAI-compatible servers, each with its fitted engine, and the run
+/// `include` (a link's pick) if it is one but no longer among the newest.
+#[server(prefix = "/srv", endpoint = "llm_runs")]
+pub async fn llm_runs(include: Option<String>) -> Result<Vec<LlmRunView>, ServerFnError> {
+    backend().0.llm_runs(headers().await?, include).await.map_err(crate::backend::page_error)
 }
 
 /// One run with its node's history.

@@ -205,6 +205,22 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let headroom = runtime.block_on(common::Server::start(db.path(), "127.0.0.1:0"));
     let token = headroom.agent_token("llm-agent");
+    // What llama.cpp measures inside itself for one request of the test's mean lengths, alone:
+    // three before the load test (after one to warm up) and three after, because this shared
+    // VM's speed drifts over the minutes between (a fit 27 % above the time of one request
+    // taken after the load test failed a CI run while a build shared the machine).
+    let reference = |url: &str| -> Vec<(f64, f64)> {
+        (0..3)
+            .map(|_| {
+                let (status, body) = complete(url, &prompt(60), 32);
+                assert_eq!(status, 200, "{body}");
+                let ms = |key: &str| body["timings"][key].as_f64().unwrap() * 1e-3;
+                (ms("prompt_per_token_ms"), ms("predicted_per_token_ms"))
+            })
+            .collect()
+    };
+    complete(&server.url, &prompt(60), 32);
+    let mut alone = reference(&server.url);
     let out = Command::cargo_bin("measurements-agent")
         .unwrap()
         .args(["run", "endpoint", "--target", &server.url, "--protocol", "openai-completions"])
@@ -234,21 +250,22 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     }
     eprintln!("fitted {engine:?}; mean |error| TTFT p99 {:?}, ITL p99 {:?}", check.mape_ttft_p99, check.mape_itl_p99);
 
-    // What llama.cpp measures inside itself for one request of the same lengths, alone.
-    let mean_words = 60;
-    let (status, body) = complete(&server.url, &prompt(mean_words), 32);
-    assert_eq!(status, 200, "{body}");
-    let timings = &body["timings"];
-    let per_prompt_token = timings["prompt_per_token_ms"].as_f64().unwrap() * 1e-3;
-    let per_token = timings["predicted_per_token_ms"].as_f64().unwrap() * 1e-3;
+    alone.extend(reference(&server.url));
+    let range = |pick: fn(&(f64, f64)) -> f64| {
+        alone.iter().map(pick).fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    };
+    // Within the tolerance of the range llama.cpp reported alone, before and after.
+    let within = |fitted: f64, (lo, hi): (f64, f64), tolerance: f64| {
+        fitted >= lo * (1.0 - tolerance) && fitted <= hi * (1.0 + tolerance)
+    };
+    let (per_prompt_token, per_token) = (range(|r| r.0), range(|r| r.1));
     let one = engine.fixed.0 + engine.per_sequence.0;
-    let within = |fitted: f64, reported: f64, tolerance: f64| (fitted - reported).abs() <= tolerance * reported;
-    assert!(within(one, per_token, 0.25), "a decode iteration: fitted {one} s, llama.cpp {per_token} s");
+    assert!(within(one, per_token, 0.25), "a decode iteration: fitted {one} s, llama.cpp {per_token:?} s");
     // The fitted prompt cost also carries what happens before the first token outside the
     // model (HTTP, tokenizing, the first sampling), so it is a little above the server's.
     assert!(
         within(engine.per_prompt_token.0, per_prompt_token, 0.35),
-        "a prompt token: fitted {} s, llama.cpp {per_prompt_token} s",
+        "a prompt token: fitted {} s, llama.cpp {per_prompt_token:?} s",
         engine.per_prompt_token.0
     );
     assert!(check.predictions.iter().filter(|p| p.counted).count() >= 3, "{check:?}");
@@ -295,5 +312,18 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     for chart in ["ttft-cdf", "itl-cdf", "tokens"] {
         assert!(page.contains(&format!("data-chart=\"{chart}\"")), "{chart}");
     }
+    // The LLM page offers the run and, picked, sizes with the engine fitted when it was stored,
+    // saying how far the model was off in it.
+    let page = reqwest::blocking::Client::new()
+        .get(format!("{}/llm?run={run_id}", headroom.url))
+        .bearer_auth(&viewer)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(page.contains(&format!("value=\"{run_id}\"")), "the picker offers the run: {page}");
+    let source = page.split("data-out=\"engine-source\"").nth(1).expect("the engine's source is shown");
+    assert!(source.contains(&format!("Engine fitted on run {}", &run_id[..8])), "{source}");
+    assert!(source.contains("TTFT p99 was off by"), "{source}");
     runtime.block_on(headroom.stop());
 }

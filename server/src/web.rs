@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
-    CatalogView, CreatedToken, CreatedUser, ImportOutcome, MeasuredFleet, PeopleView, PersonView, ReportSummaryView,
-    ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
+    CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView, PersonView,
+    ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -77,6 +77,10 @@ impl Backend for WebBackend {
 
     fn transport_runs(&self, headers: HeaderMap) -> Answer<Vec<TransportRun>> {
         self.answer(headers, |store, caller| async move { api::nodes::transport_runs(&store, &caller).await })
+    }
+
+    fn llm_runs(&self, headers: HeaderMap, include: Option<String>) -> Answer<Vec<LlmRunView>> {
+        self.answer(headers, move |store, caller| async move { api::runs::llm_runs(&store, &caller, include).await })
     }
 
     fn run_page(&self, headers: HeaderMap, run_id: String) -> Answer<RunView> {

@@ -270,6 +270,7 @@ async fn every_route_refuses_callers_below_its_role() {
             ("POST", "/srv/fleet", Role::Viewer),
             ("POST", "/srv/measured_nodes", Role::Viewer),
             ("POST", "/srv/transport_runs", Role::Viewer),
+            ("POST", "/srv/llm_runs", Role::Viewer),
             ("POST", "/srv/scenarios", Role::Viewer),
             ("POST", "/srv/price_catalog", Role::Viewer),
             ("POST", "/srv/reports", Role::Finance),

@@ -161,6 +161,11 @@ impl Form {
         self.specs.iter().map(|s| (s.key.to_string(), self.text(s.key))).collect()
     }
 
+    /// Every field as typed, without subscribing.
+    pub fn values_untracked(&self) -> BTreeMap<String, String> {
+        self.specs.iter().map(|s| (s.key.to_string(), self.text_untracked(s.key))).collect()
+    }
+
     /// The inputs as a URL query (without `?`), tracked.
     pub fn query(&self) -> String {
         to_query(&self.values())
@@ -168,7 +173,7 @@ impl Form {
 
     /// [`Form::query`] without subscribing, for event handlers.
     pub fn query_untracked(&self) -> String {
-        to_query(&self.specs.iter().map(|s| (s.key.to_string(), self.text_untracked(s.key))).collect())
+        to_query(&self.values_untracked())
     }
 }
 

@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 use model::format::seconds;
-use model::plan::llm::fit::{ASSUMED_SLOTS, LlmCheck, LlmStep, check};
+use model::plan::llm::fit::{LlmCheck, LlmStep};
 
 use crate::components::charts::{LineChart, Series, line_chart};
 use crate::pages::run::percent;
@@ -40,10 +40,11 @@ fn tokens_chart(steps: &[LlmStep], check: &LlmCheck) -> String {
     line_chart(&chart)
 }
 
+/// `check` is the fit the server made when it stored the run ([`model::wire::measured::LlmDigest`]).
 #[component]
-pub fn LlmCheckView(steps: Vec<LlmStep>) -> impl IntoView {
-    let Some(check) = check(&steps, ASSUMED_SLOTS) else {
-        return view! { <p class="error" data-out="llm-check">"No step of this LLM load test had a successful request the client could trust, so the engine was not fitted."</p> }.into_any();
+pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoView {
+    let Some(check) = check else {
+        return view! { <p class="error" data-out="llm-check">"No engine was fitted on this load test: it is not of an OpenAI-compatible server, or no step had a successful request the client could trust, or its figures did not give finite costs."</p> }.into_any();
     };
     let c = check.calibration;
     let e = c.engine;

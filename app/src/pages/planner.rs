@@ -475,7 +475,7 @@ pub fn PlannerPage() -> impl IntoView {
     view! {
         <Title text="Planner · Headroom"/>
         <h1>"Planner"</h1>
-        <p class="lede">"What a request costs once training is spread over the requests it serves, and whether a cheaper-to-serve model pays for its extra training. Numbers update as you type; "<code>"50M"</code>", "<code>"1.2k"</code>" and "<code>"20,000"</code>" all work."</p>
+        <p class="lede">"What a request costs once training is spread over the requests it serves, and whether a cheaper-to-serve model pays for its extra training. Numbers update as you type; "<code>"50M"</code>", "<code>"1.2k"</code>" and "<code>"20,000"</code>" all work. Serving a language model? "<a href="/llm">"LLM serving"</a>" plans it in tokens, TTFT and ITL."</p>
         <div class="planner">
             // Before the bundle hydrates this is a plain GET form (Enter or "Update" reloads the
             // page with what was typed); after, the page answers as you type and submitting does nothing.

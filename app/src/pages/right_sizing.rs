@@ -307,7 +307,7 @@ pub fn RightSizingPage() -> impl IntoView {
     view! {
         <Title text="Right-sizing · Headroom"/>
         <h1>"Right-sizing"</h1>
-        <p class="lede">"The cheapest configuration that meets your latency SLO, from service times measured on your nodes. Every configuration on the Pareto front is one no other beats on both cost and latency."</p>
+        <p class="lede">"The cheapest configuration that meets your latency SLO, from service times measured on your nodes. Every configuration on the Pareto front is one no other beats on both cost and latency. For a language model, "<a href="/llm">"LLM serving"</a>" compares the catalog's GPUs by KV cache, TTFT and ITL."</p>
         // One Suspense reads the measured nodes for both the service list and the answer: one
         // Resource read under two Suspense boundaries now and then left the SSR stream open
         // forever (leptos-rs/leptos#4851), which is how a CI run timed out on this page.

@@ -540,8 +540,8 @@ fn Run(view: RunView) -> impl IntoView {
     let steps = endpoint::steps(&ms);
     let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps/> });
     let llm_steps = model::plan::llm::fit::steps(&ms);
-    let llm_check =
-        (!llm_steps.is_empty()).then(|| view! { <crate::components::llm_check::LlmCheckView steps=llm_steps/> });
+    let llm_check = (!llm_steps.is_empty())
+        .then(|| view! { <crate::components::llm_check::LlmCheckView steps=llm_steps check=view.llm.clone()/> });
     let gemm = ms.iter().any(|m| m.case == "gemm_throughput").then(|| view! { <GemmTable ms=ms.clone()/> });
     view! {
         <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::plan::llm::fit::{self as llm_fit, ASSUMED_SLOTS, LlmCheck};
 use crate::plan::memory::Precision;
 use crate::plan::rightsize::{Hardware, PerfPoint, Source};
 use crate::plan::transport::TransportMeasurement;
@@ -125,7 +126,7 @@ pub fn best_fp32_throughput(measurements: &[Measurement]) -> Option<f64> {
 
 /// Which reading of a run [`SuiteDigest`] holds. Raise it whenever [`digest`] would answer
 /// differently for the same measurements: the server then recomputes stored digests.
-pub const DIGEST_VERSION: i64 = 1;
+pub const DIGEST_VERSION: i64 = 2;
 
 /// What the pages read of one suite of one run, computed once when the run is stored so that
 /// a page over the fleet reads a row per node instead of every node's measurements.
@@ -143,6 +144,39 @@ pub struct SuiteDigest {
     /// Transport: [`transport_points`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transport: Vec<TransportPoint>,
+    /// Endpoint, of an OpenAI-compatible server: [`llm_digest`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmDigest>,
+}
+
+/// A load test of an OpenAI-compatible server with the engine fitted on it and every step
+/// predicted beside its measurement ([`crate::plan::llm::fit::check`]), computed once when the
+/// run is stored: the run page shows it and the LLM page sizes with its engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmDigest {
+    /// Scheme, host, port and path of the server.
+    pub target: String,
+    pub protocol: String,
+    pub model: Option<String>,
+    pub check: LlmCheck,
+}
+
+/// The fitted engine of an endpoint run of an OpenAI-compatible server, with
+/// [`ASSUMED_SLOTS`]; `None` for other protocols or a run with no trusted step.
+pub fn llm_digest(measurements: &[Measurement]) -> Option<LlmDigest> {
+    let first = measurements.iter().find(|m| m.suite == Suite::Endpoint)?;
+    let param = |key: &str| first.parameters.get(key).cloned();
+    let protocol = param("protocol")?;
+    if !protocol.starts_with("openai") {
+        return None;
+    }
+    let check = llm_fit::check(&llm_fit::steps(measurements), ASSUMED_SLOTS)?;
+    // Stored as JSON, where a non-finite number does not survive (it is written as null): a
+    // fit of hostile figures that is not every number finite is not kept.
+    if !check.is_finite() {
+        return None;
+    }
+    Some(LlmDigest { target: param("target").unwrap_or_default(), protocol, model: param("model"), check })
 }
 
 /// A suite's headline figure: what it is, its unit and its value.
@@ -166,6 +200,7 @@ pub fn digest(suite: Suite, run_id: &str, measurements: &[Measurement]) -> Suite
         Suite::Transport => {
             SuiteDigest { headline, transport: transport_points(run_id, measurements), ..SuiteDigest::default() }
         }
+        Suite::Endpoint => SuiteDigest { headline, llm: llm_digest(measurements), ..SuiteDigest::default() },
         _ => SuiteDigest { headline, ..SuiteDigest::default() },
     }
 }

@@ -147,6 +147,8 @@ fn price_view(r: prices::PriceRow) -> PriceRowView {
             (Some(model), n) if n > 0 => format!("{n} × {model}"),
             _ => String::new(),
         },
+        gpu_model: r.gpu_model,
+        gpu_count: r.gpu_count,
         provider: r.provider,
         instance_type: r.instance_type,
         vcpus: r.vcpus,

@@ -1,6 +1,6 @@
 //! Runs: ingest over HTTP (agents) and read back (viewers).
 
-use app::data::{RunView, TrendPoint};
+use app::data::{LlmRunView, RunView, TrendPoint};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -106,6 +106,42 @@ pub async fn get_one(
     run.map(Json).ok_or_else(|| ApiError::NotFound(format!("no run with id {run_id}")))
 }
 
+/// Endpoint runs the LLM page looks through for load tests of OpenAI-compatible servers, and
+/// how many of those it offers.
+const LLM_RUNS_READ: u32 = 50;
+const LLM_RUNS: usize = 10;
+
+/// The newest load tests of OpenAI-compatible servers, newest first, each with the engine
+/// fitted when it was stored; and the run `include` (a link's or a saved scenario's pick) if it
+/// is one but no longer among the newest.
+pub async fn llm_runs(store: &Store, caller: &Caller, include: Option<String>) -> Result<Vec<LlmRunView>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let view = |d: crate::store::RunDigest| {
+        let llm = d.digest.llm?;
+        Some(LlmRunView {
+            run_id: d.run_id.to_string(),
+            started_at_ms: d.started_at_ms,
+            hostname: d.hostname,
+            target: llm.target,
+            protocol: llm.protocol,
+            model: llm.model,
+            check: llm.check,
+        })
+    };
+    let mut runs: Vec<LlmRunView> = store
+        .recent_stored_digests(Suite::Endpoint, LLM_RUNS_READ)
+        .await?
+        .into_iter()
+        .filter_map(view)
+        .take(LLM_RUNS)
+        .collect();
+    let wanted = include.as_deref().and_then(|id| Uuid::parse_str(id).ok());
+    if let Some(id) = wanted.filter(|id| !runs.iter().any(|r| r.run_id == id.to_string())) {
+        runs.extend(store.run_digest(id, Suite::Endpoint).await?.and_then(view));
+    }
+    Ok(runs)
+}
+
 /// One run and its node's history, with a trend per suite's headline figure.
 pub async fn page(store: &Store, caller: &Caller, run_id: &str) -> Result<RunView, ApiError> {
     caller.require(Role::Viewer)?;
@@ -134,5 +170,10 @@ pub async fn page(store: &Store, caller: &Caller, run_id: &str) -> Result<RunVie
             trends.push((name, unit, points));
         }
     }
-    Ok(RunView { detail, node_runs, trends })
+    // The LLM engine was fitted when the run was stored; the page only reads it.
+    let llm = match detail.run.suites.contains(&Suite::Endpoint) {
+        true => store.run_digest(id, Suite::Endpoint).await?.and_then(|d| d.digest.llm).map(|d| d.check),
+        false => None,
+    };
+    Ok(RunView { detail, node_runs, trends, llm })
 }

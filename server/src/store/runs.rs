@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use anyhow::Context;
 use model::wire::measured::{self, DIGEST_VERSION, SuiteDigest};
 use model::{
     Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload, Stats,
@@ -147,19 +148,31 @@ const RUN_JOINS: &str = "JOIN nodes n ON n.id = r.node_id JOIN agents a ON a.id 
 impl Store {
     /// Stores a validated run in one transaction. A run id already stored is left as it was.
     pub async fn insert_run(&self, agent_id: &str, run: &RunUpload) -> anyhow::Result<StoreOutcome> {
+        // A run already stored is answered before its digests are computed: a retried or
+        // replayed LLM load test would otherwise cost a fit each time. (Only there: other
+        // digests are cheap, and the transaction below finds duplicates anyway.)
+        if run.suites().contains(&Suite::Endpoint)
+            && let Some(count) = self.stored_measurement_count(run.run_id).await?
+        {
+            return Ok(StoreOutcome { duplicate: true, measurements: count });
+        }
+        let digests = suite_digests(run).await?;
+        let digests = digests.as_slice();
         let stored = match &self.copy_pool {
             Some(postgres) => {
                 let (year, month, _) = model::calendar::Date::from_unix_ms(run.started_at_ms).ymd();
                 let key = year * 12 + i64::from(month);
                 let known = self.known_months.lock().map(|m| m.contains(&key)).unwrap_or(false);
-                let stored = match store_run(postgres.begin().await?, agent_id, run, Month::Postgres { known }).await {
-                    // Retention dropped the run's month (since this process saw it, or between
-                    // the check and the COPY): nothing was stored; this try makes it again.
-                    Err(err) if no_partition(&err) => {
-                        store_run(postgres.begin().await?, agent_id, run, Month::Postgres { known: false }).await?
-                    }
-                    stored => stored?,
-                };
+                let stored =
+                    match store_run(postgres.begin().await?, agent_id, run, digests, Month::Postgres { known }).await {
+                        // Retention dropped the run's month (since this process saw it, or between
+                        // the check and the COPY): nothing was stored; this try makes it again.
+                        Err(err) if no_partition(&err) => {
+                            store_run(postgres.begin().await?, agent_id, run, digests, Month::Postgres { known: false })
+                                .await?
+                        }
+                        stored => stored?,
+                    };
                 if let Ok(mut months) = self.known_months.lock() {
                     months.insert(key);
                 }
@@ -167,7 +180,7 @@ impl Store {
             }
             None => {
                 let (_writing, tx) = self.begin_write().await?;
-                store_run(tx, agent_id, run, Month::Sqlite).await?
+                store_run(tx, agent_id, run, digests, Month::Sqlite).await?
             }
         };
         if stored {
@@ -176,11 +189,17 @@ impl Store {
             }
             return Ok(StoreOutcome { duplicate: false, measurements: run.measurements.len() as u32 });
         }
-        let (count,): (i64,) = sqlx::query_as("SELECT measurement_count FROM runs WHERE id = $1")
-            .bind(run.run_id.to_string())
-            .fetch_one(&self.pool)
+        let count = self.stored_measurement_count(run.run_id).await?.context("a duplicate run is stored")?;
+        Ok(StoreOutcome { duplicate: true, measurements: count })
+    }
+
+    /// The measurement count of the stored run `run_id`, if it is stored.
+    async fn stored_measurement_count(&self, run_id: Uuid) -> anyhow::Result<Option<u32>> {
+        let count: Option<(i64,)> = sqlx::query_as("SELECT measurement_count FROM runs WHERE id = $1")
+            .bind(run_id.to_string())
+            .fetch_optional(&self.pool)
             .await?;
-        Ok(StoreOutcome { duplicate: true, measurements: count as u32 })
+        Ok(count.map(|(n,)| n as u32))
     }
 
     /// Postgres: notes that `agent_id` was seen, after its run's transaction and at most once a
@@ -313,6 +332,26 @@ impl Store {
         Ok(nodes)
     }
 
+    /// Of the newest `limit` runs of any node holding `suite`, newest first, those whose digest
+    /// this reading of runs stored: a row the start-up backfill has not rewritten yet is left
+    /// out rather than computed, so a page over many runs never waits on a fit of each.
+    pub async fn recent_stored_digests(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
+        let mut rows: Vec<DigestRow> =
+            sqlx::query_as(AssertSqlSafe(recent_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?;
+        rows.retain(|row| stored_digest(row).is_some());
+        self.resolve_digests(suite, rows).await
+    }
+
+    /// `suite`'s digest of the run `run_id`; `None` when the run does not hold that suite.
+    pub async fn run_digest(&self, run_id: Uuid, suite: Suite) -> anyhow::Result<Option<RunDigest>> {
+        let rows: Vec<DigestRow> = sqlx::query_as(AssertSqlSafe(digests_of_runs_sql(1)))
+            .bind(suite.as_str())
+            .bind(run_id.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(self.resolve_digests(suite, rows).await?.pop())
+    }
+
     /// The newest `limit` runs of `node_id` holding `suite`, with that suite's digest, newest first.
     pub async fn node_digests(&self, node_id: &str, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
         let rows: Vec<DigestRow> = sqlx::query_as(AssertSqlSafe(node_digests_sql(limit)))
@@ -326,17 +365,10 @@ impl Store {
     /// The digests of `rows`: as stored where the model's reading is the current one, computed
     /// from the runs' measurements (one query for all of them) where not.
     async fn resolve_digests(&self, suite: Suite, rows: Vec<DigestRow>) -> anyhow::Result<Vec<RunDigest>> {
-        // A run whose measurements retention removed has only its stored digest, whatever
-        // reading of runs wrote it.
-        let stored = |row: &DigestRow| {
-            (row.digest_version == DIGEST_VERSION || row.measurements_removed_at_ms.is_some())
-                .then(|| row.digest.as_deref().and_then(|json| serde_json::from_str::<SuiteDigest>(json).ok()))
-                .flatten()
-        };
         let parsed: Vec<(DigestRow, Option<SuiteDigest>)> = rows
             .into_iter()
             .map(|row| {
-                let digest = stored(&row);
+                let digest = stored_digest(&row);
                 (row, digest)
             })
             .collect();
@@ -385,10 +417,19 @@ impl Store {
             for row in query.fetch_all(&self.pool).await? {
                 by_run.entry(row.run_id).or_default().push(Measurement::try_from(row.measurement)?);
             }
-            for (id, _) in chunk {
-                let measurements = by_run.get(id).map(Vec::as_slice).unwrap_or_default();
-                digests.insert(id.clone(), measured::digest(suite, id, measurements));
-            }
+            let ids: Vec<String> = chunk.iter().map(|(id, _)| id.clone()).collect();
+            // An LLM run's fit is seconds of CPU: off the async workers, a few at a time.
+            let computed = off_runtime(move || {
+                ids.into_iter()
+                    .map(|id| {
+                        let digest =
+                            measured::digest(suite, &id, by_run.get(&id).map(Vec::as_slice).unwrap_or_default());
+                        (id, digest)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+            digests.extend(computed);
         }
         Ok(digests)
     }
@@ -524,6 +565,22 @@ fn latest_digests_sql(limit: u32) -> String {
     )
 }
 
+/// The digest stored in `row`, where this reading of runs wrote it. A run whose measurements
+/// retention removed has only its stored digest, whatever reading wrote it.
+fn stored_digest(row: &DigestRow) -> Option<SuiteDigest> {
+    (row.digest_version == DIGEST_VERSION || row.measurements_removed_at_ms.is_some())
+        .then(|| row.digest.as_deref().and_then(|json| serde_json::from_str::<SuiteDigest>(json).ok()))
+        .flatten()
+}
+
+/// The newest runs of any node with the suite `$1`.
+fn recent_digests_sql(limit: u32) -> String {
+    format!(
+        "{DIGEST_SELECT} FROM run_suites rs JOIN nodes n ON n.id = rs.node_id \
+         WHERE rs.suite = $1 ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}"
+    )
+}
+
 /// The node `$1`'s newest runs with the suite `$2`.
 fn node_digests_sql(limit: u32) -> String {
     format!(
@@ -613,6 +670,7 @@ pub(super) fn page_reads(node: &str, run: (&str, i64)) -> Vec<(String, String, V
         ("each node's latest quant run id".into(), LATEST_RUN_IDS.to_string(), text(&["quant"])),
         ("quant digests of chosen runs".into(), digests_of_runs_sql(1), text(&["quant", run_id])),
         ("a node's quant runs".into(), node_digests_sql(30), text(&[node, "quant"])),
+        ("the newest endpoint runs".into(), recent_digests_sql(20), text(&["endpoint"])),
         ("measurements of stale digests".into(), suite_measurements_sql(2), {
             let mut binds = text(&["quant", run_id, node]);
             binds.extend([Bind::Int(started), Bind::Int(started - 1)]);
@@ -701,8 +759,53 @@ enum Month {
     Postgres { known: bool },
 }
 
-/// Stores `run` in `tx` and commits; false (and nothing written) when its id is already stored.
-async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, month: Month) -> anyhow::Result<bool> {
+/// Each of `run`'s suites with its digest as JSON, in the order of [`RunUpload::suites`],
+/// computed before its transaction opens (so no database lock waits on it). The endpoint
+/// suite's may fit an LLM engine, up to seconds of CPU: it runs off the async workers, a few at
+/// a time ([`off_runtime`]), over a copy of the endpoint measurements without their histograms.
+async fn suite_digests(run: &RunUpload) -> anyhow::Result<Vec<(Suite, String)>> {
+    let run_id = run.run_id.to_string();
+    let mut digests = Vec::new();
+    for suite in run.suites() {
+        let digest = if suite == Suite::Endpoint {
+            let measurements: Vec<Measurement> = run
+                .measurements
+                .iter()
+                .filter(|m| m.suite == suite)
+                .map(|m| Measurement { histogram: None, ..m.clone() })
+                .collect();
+            let id = run_id.clone();
+            off_runtime(move || measured::digest(suite, &id, &measurements)).await?
+        } else {
+            measured::digest(suite, &run_id, &run.measurements)
+        };
+        digests.push((suite, serde_json::to_string(&digest)?));
+    }
+    Ok(digests)
+}
+
+/// Digest work that may be heavy (an LLM fit) runs on the blocking pool, at most a core's
+/// worth at a time, so that uploads and page reads of many LLM runs at once queue rather than
+/// take every core and thread.
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
+    static FITTING: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let permits = FITTING.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        tokio::sync::Semaphore::new(cores.clamp(1, 8))
+    });
+    let _permit = permits.acquire().await?;
+    Ok(tokio::task::spawn_blocking(work).await?)
+}
+
+/// Stores `run` in `tx` with its suites' `digests` ([`suite_digests`]) and commits; false (and
+/// nothing written) when its id is already stored.
+async fn store_run(
+    mut tx: impl RunTx,
+    agent_id: &str,
+    run: &RunUpload,
+    digests: &[(Suite, String)],
+    month: Month,
+) -> anyhow::Result<bool> {
     use Value::{Int, OptFloat, OptText, Text};
     let now = now_ms();
     let run_id = run.run_id.to_string();
@@ -749,7 +852,7 @@ async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, month: M
     } else {
         RunStatus::Ok
     };
-    let suites = run.suites();
+    let suites: Vec<Suite> = digests.iter().map(|(suite, _)| *suite).collect();
     let suite_list = suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
     let inserted = tx
         .exec(
@@ -774,10 +877,6 @@ async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, month: M
         return Ok(false);
     }
     // Every suite's row and its node's latest, one statement each.
-    let digests = suites
-        .iter()
-        .map(|&suite| serde_json::to_string(&measured::digest(suite, &run_id, &run.measurements)))
-        .collect::<Result<Vec<_>, _>>()?;
     let rows = |columns: usize| {
         (0..suites.len())
             .map(|i| format!("({})", placeholders(i * columns + 1, columns)))
@@ -785,7 +884,7 @@ async fn store_run(mut tx: impl RunTx, agent_id: &str, run: &RunUpload, month: M
             .join(", ")
     };
     let mut binds = Vec::new();
-    for (suite, digest) in suites.iter().zip(&digests) {
+    for (suite, digest) in digests {
         binds.extend([
             Text(suite.as_str()),
             Text(&run_id),

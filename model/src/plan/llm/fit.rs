@@ -18,6 +18,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use super::batching::{Engine, Load, predict};
 use crate::plan::endpoint::{self, COUNTED_BELOW_UTILIZATION};
 use crate::units::Seconds;
@@ -81,7 +83,7 @@ pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
 pub const ASSUMED_SLOTS: u32 = 256;
 
 /// The engine as fitted, and where each part came from.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LlmCalibration {
     pub engine: Engine,
     pub input_tokens: f64,
@@ -183,7 +185,7 @@ pub fn calibrate(steps: &[LlmStep], slots: u32) -> Option<LlmCalibration> {
 }
 
 /// The model's TTFT and ITL beside one step's measurement.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LlmPrediction {
     pub step: u32,
     pub offered: f64,
@@ -205,13 +207,35 @@ pub struct LlmPrediction {
 }
 
 /// Every step predicted, and the error summarised.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmCheck {
     pub calibration: LlmCalibration,
     pub predictions: Vec<LlmPrediction>,
     /// Mean absolute error of TTFT p99 and of ITL p99 over the counted steps, as fractions.
     pub mape_ttft_p99: Option<f64>,
     pub mape_itl_p99: Option<f64>,
+}
+
+impl LlmCheck {
+    /// Whether every figure is a finite number (JSON, where it is stored, has no other).
+    pub fn is_finite(&self) -> bool {
+        let c = &self.calibration;
+        let e = &c.engine;
+        let some = |v: Option<f64>| v.is_none_or(f64::is_finite);
+        [e.fixed.0, e.per_sequence.0, e.per_prompt_token.0, c.input_tokens, c.input_cv, c.output_tokens]
+            .iter()
+            .all(|v| v.is_finite())
+            && some(self.mape_ttft_p99)
+            && some(self.mape_itl_p99)
+            && self.predictions.iter().all(|p| {
+                [p.offered, p.measured_ttft_p99, p.measured_itl_p99, p.measured_ttft_p50, p.measured_itl_p50]
+                    .iter()
+                    .all(|v| v.is_finite())
+                    && [p.busy, p.ttft_p99, p.itl_p99, p.ttft_p50, p.itl_p50, p.error_ttft_p99, p.error_itl_p99]
+                        .into_iter()
+                        .all(some)
+            })
+    }
 }
 
 /// Calibrates on `steps` and predicts each at its offered rate and the base step's lengths.
@@ -338,5 +362,13 @@ mod tests {
         assert!(check.mape_ttft_p99.unwrap() < 0.15 && check.mape_itl_p99.unwrap() < 0.15, "{check:?}");
         // Nothing to fit on: no step with an answer.
         assert!(super::check(&[], 32).is_none());
+        // What is stored as JSON must be numbers JSON holds.
+        assert!(check.is_finite());
+        let mut odd = check.clone();
+        odd.predictions[1].error_itl_p99 = Some(f64::INFINITY);
+        assert!(!odd.is_finite());
+        odd.predictions[1].error_itl_p99 = None;
+        odd.calibration.engine.per_prompt_token = Seconds(f64::NAN);
+        assert!(!odd.is_finite());
     }
 }

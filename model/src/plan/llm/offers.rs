@@ -21,11 +21,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::batching::{Engine, Load, predict};
+use super::batching::{Engine, Load, MAX_SLOTS, predict};
 use super::gpus::{Efficiency, roofline, spec};
 use super::memory::{LlmMemoryInput, LlmShape, TENSOR_PARALLEL, fit};
-use super::sizing::{LlmSizing, LlmSizingInput, size};
-use crate::format::{bytes, seconds};
+use super::sizing::{LlmSizing, LlmSizingInput, MAX_REPLICAS, size};
+use crate::format::{bytes, grouped, seconds};
 use crate::plan::checks::ModelError;
 use crate::plan::memory::Precision;
 use crate::units::{Bytes, HOURS_PER_MONTH, Seconds, UsdPerHour};
@@ -98,6 +98,7 @@ pub fn compare(
     precisions: &[Precision],
 ) -> Result<Vec<OfferVerdict>, ModelError> {
     question.load.validate()?;
+    crate::plan::checks::positive("rate_per_s", question.load.rate)?;
     question.efficiency.validate()?;
     question.shape.validate()?;
     // Replicas depend on the GPU, the degree and the precision, not the price: offers of the
@@ -143,12 +144,12 @@ fn verdict(
                 tokens_per_sequence: q.tokens_per_sequence,
             })?;
             if !memory.fits {
-                let usable = gpu.memory_gib * GIB * (1.0 - q.headroom) - q.activations.0;
+                let usable = memory.kv_budget_per_gpu.0 + memory.weights_per_gpu.0;
                 let need = memory.weights_per_gpu.0 + memory.kv_per_token_per_gpu.0 * q.tokens_per_sequence;
                 misses.push(Miss::Memory { tp, weights, need, usable });
                 continue;
             }
-            let slots = memory.max_sequences.min(q.max_slots).max(1);
+            let slots = memory.max_sequences.min(q.max_slots).clamp(1, MAX_SLOTS);
             let engine = roofline(gpu, &shape, tp, decode_tokens, q.efficiency, slots)?;
             let per_instance = offer.gpus / tp;
             let capacity = engine.capacity(q.load.input_tokens, q.load.output_tokens);
@@ -223,6 +224,7 @@ fn slo_reason(e: &ModelError, engine: &Engine, q: &OfferQuestion) -> String {
         ("itl_p99_slo_s", Some(l)) => {
             format!("ITL p99 is {} with no other traffic, over the SLO", seconds(l.itl_p99.0))
         }
+        ("rate_per_s", Some(_)) => format!("the volume needs more than {} replicas", grouped(f64::from(MAX_REPLICAS))),
         _ => format!("no number of replicas serves it: {}", e.reason),
     }
 }

@@ -116,6 +116,66 @@ fn priced(input: &LlmSizingInput, replicas: u32, latency: Latency) -> LlmSizing 
     }
 }
 
+/// The plan over the corners of two ranges: the volume ± `volume` and every engine cost ±
+/// `engine` (fractions below 0.9). Replicas grow with the volume and with a slower engine; the
+/// prices per token need not, so all four corners are sized. A corner where no replica count
+/// meets the SLOs (a slower engine than the SLO allows) is counted, not an error.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LlmSpread {
+    /// Fewest and most replicas over the corners that could be sized; `None` if none could.
+    pub replicas: Option<(u32, u32)>,
+    pub usd_per_month: Option<(f64, f64)>,
+    pub usd_per_million_input: Option<(f64, f64)>,
+    pub usd_per_million_output: Option<(f64, f64)>,
+    /// Corners at which no number of replicas meets the SLOs, of four.
+    pub unmet: u32,
+}
+
+/// [`size`] at the corners of the ranges (see [`LlmSpread`]).
+pub fn spread(input: &LlmSizingInput, volume: f64, engine: f64) -> Result<LlmSpread, ModelError> {
+    crate::plan::checks::between("volume_spread", volume, 0.0, 0.9)?;
+    crate::plan::checks::between("engine_spread", engine, 0.0, 0.9)?;
+    let widen = |range: Option<(f64, f64)>, v: f64| Some(range.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+    let mut out = LlmSpread {
+        replicas: None,
+        usd_per_month: None,
+        usd_per_million_input: None,
+        usd_per_million_output: None,
+        unmet: 0,
+    };
+    for v in [1.0 - volume, 1.0 + volume] {
+        for k in [1.0 - engine, 1.0 + engine] {
+            let e = &input.engine;
+            let corner = LlmSizingInput {
+                engine: Engine {
+                    fixed: Seconds(e.fixed.0 * k),
+                    per_sequence: Seconds(e.per_sequence.0 * k),
+                    per_prompt_token: Seconds(e.per_prompt_token.0 * k),
+                    slots: e.slots,
+                },
+                load: Load { rate: input.load.rate * v, ..input.load },
+                ..*input
+            };
+            match size(&corner) {
+                Ok(s) => {
+                    let r = out
+                        .replicas
+                        .map_or((s.replicas, s.replicas), |(lo, hi)| (lo.min(s.replicas), hi.max(s.replicas)));
+                    out.replicas = Some(r);
+                    out.usd_per_month = widen(out.usd_per_month, s.usd_per_month);
+                    out.usd_per_million_input = widen(out.usd_per_million_input, s.usd_per_million_input);
+                    out.usd_per_million_output = widen(out.usd_per_million_output, s.usd_per_million_output);
+                }
+                // The inputs were valid at the point (the caller sized it): what fails at a
+                // corner is the SLO or the volume out of reach there.
+                Err(_) => out.unmet += 1,
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +216,25 @@ mod tests {
         let tight = LlmSizingInput { itl_p99_slo: Some(Seconds(0.005)), ..input(5.0) };
         assert_eq!(size(&tight).unwrap_err().field, "itl_p99_slo_s");
         assert_eq!(size(&input(0.0)).unwrap_err().field, "rate_per_s");
+    }
+
+    #[test]
+    fn the_spread_holds_the_point_and_a_slow_corner_that_misses_the_slo_is_counted() {
+        let point = size(&input(20.0)).unwrap();
+        let s = spread(&input(20.0), 0.3, 0.25).unwrap();
+        let (lo, hi) = s.replicas.unwrap();
+        assert!(lo < point.replicas && point.replicas < hi, "{s:?} around {}", point.replicas);
+        let (mlo, mhi) = s.usd_per_month.unwrap();
+        assert!(mlo < point.usd_per_month && point.usd_per_month < mhi);
+        assert_eq!(s.unmet, 0);
+        assert_eq!(spread(&input(20.0), 0.0, 0.0).unwrap().replicas, Some((point.replicas, point.replicas)));
+        // An ITL SLO just above the unloaded gap: a quarter slower, no count meets it.
+        let unloaded = predict(&engine(), &Load { rate: 1e-9, ..input(1.0).load }).unwrap().unwrap();
+        let tight = LlmSizingInput { itl_p99_slo: Some(Seconds(unloaded.itl_p99.0 * 1.1)), ..input(1.0) };
+        let s = spread(&tight, 0.1, 0.25).unwrap();
+        assert_eq!(s.unmet, 2, "both slow corners: {s:?}");
+        assert!(s.replicas.is_some(), "the fast corners are sized");
+        assert_eq!(spread(&input(1.0), 0.95, 0.1).unwrap_err().field, "volume_spread");
     }
 
     proptest! {
