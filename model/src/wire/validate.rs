@@ -58,7 +58,34 @@ fn text(field: &str, value: &str, required: bool) -> Check {
     if let Some(c) = value.chars().find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')) {
         return Err(FieldError::new(field, format!("must not contain control characters (found U+{:04X})", c as u32)));
     }
+    // Nor characters that print nothing or turn the text's direction: a model named
+    // "mock\u{202E}lmm-4tpg" reads as another in every page that lists it.
+    if let Some(c) = value.chars().find(|&c| invisible(c)) {
+        return Err(FieldError::new(
+            field,
+            format!("must not contain invisible or direction-changing characters (found U+{:04X})", c as u32),
+        ));
+    }
     Ok(())
+}
+
+/// Unicode's format characters (category Cf) that hide text or reorder it: zero-width ones,
+/// direction marks, embeddings, overrides and isolates, the byte-order mark, tags.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{E0001}'
+            | '\u{E0020}'..='\u{E007F}'
+    )
 }
 
 fn finite(field: &str, value: f64) -> Check {
@@ -281,6 +308,11 @@ mod tests {
             ("node.cpu_cores", Box::new(|u| u.node.cpu_cores = 0)),
             ("node.hourly_usd", Box::new(|u| u.node.hourly_usd = Some(f64::NAN))),
             ("node.gpus[0].driver_version", Box::new(|u| u.node.gpus = vec![gpu(Some("550\u{1b}[2J"), None)])),
+            (
+                "node.gpus[0].name",
+                Box::new(|u| u.node.gpus = vec![crate::GpuInfo { name: "H100\u{202E}001A".into(), ..gpu(None, None) }]),
+            ),
+            ("node.cpu_model", Box::new(|u| u.node.cpu_model = "EPYC\u{200B}".into())),
             ("node.gpus[0].cuda_version", Box::new(|u| u.node.gpus = vec![gpu(None, Some(&"9".repeat(MAX_TEXT + 1)))])),
             ("measurements", Box::new(|u| u.measurements.clear())),
             ("measurements[0].stats.p99", Box::new(|u| u.measurements[0].stats.as_mut().unwrap().p99 = f64::INFINITY)),
