@@ -189,6 +189,12 @@ pub struct Headline {
 
 /// The digest of `suite` in the run `run_id`.
 pub fn digest(suite: Suite, run_id: &str, measurements: &[Measurement]) -> SuiteDigest {
+    digest_with(suite, run_id, measurements, true)
+}
+
+/// [`digest`], with the LLM fit of an endpoint run ([`llm_digest`], up to seconds of CPU) only
+/// where `fit_llm`: a page over many stale runs wants their headlines, not their fits.
+pub fn digest_with(suite: Suite, run_id: &str, measurements: &[Measurement], fit_llm: bool) -> SuiteDigest {
     let headline = headline(suite, measurements).map(|(name, unit, value)| Headline { name, unit, value });
     match suite {
         Suite::Quant => SuiteDigest {
@@ -200,7 +206,11 @@ pub fn digest(suite: Suite, run_id: &str, measurements: &[Measurement]) -> Suite
         Suite::Transport => {
             SuiteDigest { headline, transport: transport_points(run_id, measurements), ..SuiteDigest::default() }
         }
-        Suite::Endpoint => SuiteDigest { headline, llm: llm_digest(measurements), ..SuiteDigest::default() },
+        Suite::Endpoint => SuiteDigest {
+            headline,
+            llm: if fit_llm { llm_digest(measurements) } else { None },
+            ..SuiteDigest::default()
+        },
         _ => SuiteDigest { headline, ..SuiteDigest::default() },
     }
 }

@@ -254,7 +254,7 @@ impl Store {
     pub async fn latest_digests(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
         let rows: Vec<DigestRow> =
             sqlx::query_as(AssertSqlSafe(latest_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?;
-        self.resolve_digests(suite, rows).await
+        self.resolve_digests(suite, rows, false).await
     }
 
     /// Per instance type (a node without one is its own type), the newest run holding `suite`
@@ -300,7 +300,7 @@ impl Store {
             }
             let stored_ids: Vec<String> = rows.iter().map(|r| r.run_id.clone()).collect();
             let mut found: HashMap<String, RunDigest> =
-                stored_ids.into_iter().zip(self.resolve_digests(suite, rows).await?).collect();
+                stored_ids.into_iter().zip(self.resolve_digests(suite, rows, false).await?).collect();
             open.retain(|&k| match found.remove(&kinds[k][round]) {
                 Some(digest) if !digest.digest.perf.is_empty() || suite != Suite::Quant => {
                     chosen.push((digest, (kinds[k].len() - 1) as u32));
@@ -339,7 +339,7 @@ impl Store {
         let mut rows: Vec<DigestRow> =
             sqlx::query_as(AssertSqlSafe(recent_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?;
         rows.retain(|row| stored_digest(row).is_some());
-        self.resolve_digests(suite, rows).await
+        self.resolve_digests(suite, rows, false).await
     }
 
     /// `suite`'s digest of the run `run_id`; `None` when the run does not hold that suite.
@@ -349,7 +349,7 @@ impl Store {
             .bind(run_id.to_string())
             .fetch_all(&self.pool)
             .await?;
-        Ok(self.resolve_digests(suite, rows).await?.pop())
+        Ok(self.resolve_digests(suite, rows, true).await?.pop())
     }
 
     /// The newest `limit` runs of `node_id` holding `suite`, with that suite's digest, newest first.
@@ -359,12 +359,19 @@ impl Store {
             .bind(suite.as_str())
             .fetch_all(&self.pool)
             .await?;
-        self.resolve_digests(suite, rows).await
+        self.resolve_digests(suite, rows, false).await
     }
 
     /// The digests of `rows`: as stored where the model's reading is the current one, computed
-    /// from the runs' measurements (one query for all of them) where not.
-    async fn resolve_digests(&self, suite: Suite, rows: Vec<DigestRow>) -> anyhow::Result<Vec<RunDigest>> {
+    /// from the runs' measurements (one query for all of them) where not, with an endpoint run's
+    /// LLM fit only where `fit_llm` (one run's page), never for pages over many runs. Nothing
+    /// computed here is written: the start-up backfill writes the whole digest.
+    async fn resolve_digests(
+        &self,
+        suite: Suite,
+        rows: Vec<DigestRow>,
+        fit_llm: bool,
+    ) -> anyhow::Result<Vec<RunDigest>> {
         let parsed: Vec<(DigestRow, Option<SuiteDigest>)> = rows
             .into_iter()
             .map(|row| {
@@ -377,7 +384,7 @@ impl Store {
             .filter(|(row, digest)| digest.is_none() && row.measurements_removed_at_ms.is_none())
             .map(|(row, _)| (row.run_id.clone(), row.started_at_ms))
             .collect();
-        let computed = self.compute_digests(suite, &stale).await?;
+        let computed = self.compute_digests(suite, &stale, fit_llm).await?;
         parsed
             .into_iter()
             .map(|(row, digest)| {
@@ -402,6 +409,7 @@ impl Store {
         &self,
         suite: Suite,
         runs: &[(String, i64)],
+        fit_llm: bool,
     ) -> anyhow::Result<HashMap<String, SuiteDigest>> {
         let mut digests = HashMap::new();
         for chunk in runs.chunks(DIGEST_CHUNK / 2) {
@@ -422,8 +430,8 @@ impl Store {
             let computed = off_runtime(move || {
                 ids.into_iter()
                     .map(|id| {
-                        let digest =
-                            measured::digest(suite, &id, by_run.get(&id).map(Vec::as_slice).unwrap_or_default());
+                        let measurements = by_run.get(&id).map(Vec::as_slice).unwrap_or_default();
+                        let digest = measured::digest_with(suite, &id, measurements, fit_llm);
                         (id, digest)
                     })
                     .collect::<Vec<_>>()
@@ -462,7 +470,7 @@ impl Store {
             for (suite_name, run_ids) in by_suite {
                 let Ok(suite) = Suite::parse(&suite_name) else { continue };
                 let digests: BTreeMap<String, SuiteDigest> =
-                    self.compute_digests(suite, &run_ids).await?.into_iter().collect();
+                    self.compute_digests(suite, &run_ids, true).await?.into_iter().collect();
                 let (_writing, mut tx) = self.begin_write().await?;
                 for (run_id, digest) in digests {
                     rewritten += sqlx::query(AssertSqlSafe(format!(
