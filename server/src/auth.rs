@@ -236,13 +236,8 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
 /// Argon2 work (sign-in checks and new passwords) runs on the blocking pool, at most a few at a
 /// time, so that it never stalls the async runtime that serves everything else.
 async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
-    static HASHING: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    let permits = HASHING.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(2, usize::from);
-        tokio::sync::Semaphore::new(cores.clamp(1, 8))
-    });
-    let _permit = permits.acquire().await?;
-    Ok(tokio::task::spawn_blocking(work).await?)
+    static HASHING: crate::blocking::Limited = crate::blocking::Limited::new();
+    HASHING.run(work).await
 }
 
 /// Checks `password` against `hash` (or, for an unknown user, against a dummy hash, so the

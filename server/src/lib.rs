@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod blocking;
 pub mod compress;
 pub mod csv_cell;
 pub mod error;

@@ -426,8 +426,7 @@ impl Store {
                 by_run.entry(row.run_id).or_default().push(Measurement::try_from(row.measurement)?);
             }
             let ids: Vec<String> = chunk.iter().map(|(id, _)| id.clone()).collect();
-            // An LLM run's fit is seconds of CPU: off the async workers, a few at a time.
-            let computed = off_runtime(move || {
+            let compute = move || {
                 ids.into_iter()
                     .map(|id| {
                         let measurements = by_run.get(&id).map(Vec::as_slice).unwrap_or_default();
@@ -435,8 +434,10 @@ impl Store {
                         (id, digest)
                     })
                     .collect::<Vec<_>>()
-            })
-            .await?;
+            };
+            // An LLM run's fit is seconds of CPU: off the async workers, a few at a time. The
+            // other digests are cheap and stay where they are.
+            let computed = if suite == Suite::Endpoint && fit_llm { FITTING.run(compute).await? } else { compute() };
             digests.extend(computed);
         }
         Ok(digests)
@@ -770,7 +771,7 @@ enum Month {
 /// Each of `run`'s suites with its digest as JSON, in the order of [`RunUpload::suites`],
 /// computed before its transaction opens (so no database lock waits on it). The endpoint
 /// suite's may fit an LLM engine, up to seconds of CPU: it runs off the async workers, a few at
-/// a time ([`off_runtime`]), over a copy of the endpoint measurements without their histograms.
+/// a time ([`FITTING`]), over a copy of the endpoint measurements without their histograms.
 async fn suite_digests(run: &RunUpload) -> anyhow::Result<Vec<(Suite, String)>> {
     let run_id = run.run_id.to_string();
     let mut digests = Vec::new();
@@ -783,7 +784,7 @@ async fn suite_digests(run: &RunUpload) -> anyhow::Result<Vec<(Suite, String)>> 
                 .map(|m| Measurement { histogram: None, ..m.clone() })
                 .collect();
             let id = run_id.clone();
-            off_runtime(move || measured::digest(suite, &id, &measurements)).await?
+            FITTING.run(move || measured::digest(suite, &id, &measurements)).await?
         } else {
             measured::digest(suite, &run_id, &run.measurements)
         };
@@ -792,18 +793,9 @@ async fn suite_digests(run: &RunUpload) -> anyhow::Result<Vec<(Suite, String)>> 
     Ok(digests)
 }
 
-/// Digest work that may be heavy (an LLM fit) runs on the blocking pool, at most a core's
-/// worth at a time, so that uploads and page reads of many LLM runs at once queue rather than
-/// take every core and thread.
-async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
-    static FITTING: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    let permits = FITTING.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(2, usize::from);
-        tokio::sync::Semaphore::new(cores.clamp(1, 8))
-    });
-    let _permit = permits.acquire().await?;
-    Ok(tokio::task::spawn_blocking(work).await?)
-}
+/// Fitting LLM engines: on the blocking pool, a core's worth at a time, so that uploads and
+/// reads of many LLM runs at once queue rather than take every core and thread.
+static FITTING: crate::blocking::Limited = crate::blocking::Limited::new();
 
 /// Stores `run` in `tx` with its suites' `digests` ([`suite_digests`]) and commits; false (and
 /// nothing written) when its id is already stored.

@@ -43,7 +43,7 @@ pub struct LlmStep {
 }
 
 /// Steps fitted and checked: a sweep takes at most 13, and each costs the fit dozens of
-/// predictions, which a page computes as it renders.
+/// predictions, which the server computes when it stores the run.
 pub const MAX_LLM_STEPS: usize = 16;
 
 /// The steps of a run that carry TTFT, ITL and token counts, in order (the first

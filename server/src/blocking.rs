@@ -1,0 +1,35 @@
+//! CPU-heavy work (password hashing, fitting an LLM engine) on tokio's blocking pool, a few at
+//! a time per kind of work, so that it never stalls the async runtime that serves everything
+//! else and a burst of it queues instead of taking every core and thread.
+
+use std::sync::OnceLock;
+
+use tokio::sync::Semaphore;
+
+/// One kind of work's limit (see [`Limited::run`]).
+pub struct Limited {
+    permits: OnceLock<Semaphore>,
+}
+
+impl Limited {
+    pub const fn new() -> Self {
+        Limited { permits: OnceLock::new() }
+    }
+
+    /// Runs `work` on the blocking pool once one of this kind's permits is free (one per core,
+    /// between 1 and 8).
+    pub async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
+        let permits = self.permits.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(2, usize::from);
+            Semaphore::new(cores.clamp(1, 8))
+        });
+        let _permit = permits.acquire().await?;
+        Ok(tokio::task::spawn_blocking(work).await?)
+    }
+}
+
+impl Default for Limited {
+    fn default() -> Self {
+        Self::new()
+    }
+}
