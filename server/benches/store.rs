@@ -11,7 +11,8 @@
 //! SQLite always (WAL, synchronous=FULL, one writer); Postgres when
 //! `HEADROOM_BENCH_POSTGRES_URL` names a server where it may create a database. On Postgres it
 //! also measures ingest: measurement rows per second of 8 agents uploading at once, against
-//! `psql \copy` of the same rows into a table of the same shape and indexes (goal ≥ 0.5).
+//! `psql \copy` of the same rows into a table of the same shape and indexes (goal ≥ 0.5),
+//! and the time a run takes when one upload at a time is stored.
 //! Postgres is `ANALYZE`d after each fill, as autovacuum would have done in service.
 
 use std::collections::BTreeMap;
@@ -304,6 +305,14 @@ async fn ingest_against_copy(store: &Store, url: &str, agent: &str, from: usize)
     ));
     let copied = (RUNS * PER_RUN) as f64 / start.elapsed().as_secs_f64();
     psql("DROP TABLE measurements_copy");
+    // One upload at a time: what a single agent waits for, its round trips to the database
+    // included (with 8 at once the two cores are the limit instead).
+    const ALONE: usize = 200;
+    let took = fill(store, agent, from + 2 * RUNS, from + 2 * RUNS + ALONE, 1).await;
+    println!(
+        "\none upload at a time: {:.2} ms a run of {PER_RUN} measurements ({ALONE} runs)",
+        took.as_secs_f64() * 1e3 / ALONE as f64
+    );
     println!(
         "\ningest of {RUNS} runs, {AGENTS} uploads at once: {ingest:.0} measurements/s; psql \\copy of as many rows: \
          {copied:.0}/s; ratio {:.2} (goal ≥ 0.5)",

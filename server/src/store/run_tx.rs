@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use model::Measurement;
-use sqlx::{Any, AssertSqlSafe, Postgres, Transaction};
+use sqlx::{Any, AssertSqlSafe, Postgres, Row as _, Transaction};
 
 use super::OptF64;
 use super::runs::placeholders;
@@ -19,10 +19,72 @@ pub(super) enum Value<'a> {
     OptFloat(Option<f64>),
 }
 
+/// One of the inserts that make a run's head: `{into} VALUES (row), … {conflict}`.
+pub(super) struct Insert<'a> {
+    /// `INSERT INTO table (columns)`.
+    pub into: &'static str,
+    /// Values per row.
+    pub width: usize,
+    /// Every row's values, row after row.
+    pub binds: Vec<Value<'a>>,
+    /// What follows the rows, `ON CONFLICT …` or nothing.
+    pub conflict: &'static str,
+}
+
+impl Insert<'_> {
+    /// The rows' placeholders, the first `$first`.
+    fn rows(&self, first: usize) -> String {
+        (0..self.binds.len() / self.width)
+            .map(|row| format!("({})", placeholders(first + row * self.width, self.width)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The statement on its own, its binds from `$1`.
+    fn alone(&self) -> String {
+        format!("{} VALUES {} {}", self.into, self.rows(1), self.conflict)
+    }
+
+    /// The statement as a step of a `WITH`, its binds from `$first`, returning a row for each row
+    /// it wrote; after the step `after`, it writes only when that one wrote a row.
+    fn step(&self, first: usize, after: Option<&str>) -> String {
+        let (into, rows, conflict) = (self.into, self.rows(first), self.conflict);
+        match after {
+            None => format!("{into} VALUES {rows} {conflict} RETURNING 1"),
+            Some(after) => format!(
+                "{into} SELECT * FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT FROM {after}) {conflict} RETURNING 1"
+            ),
+        }
+    }
+}
+
+/// The rows that place a run among the others, written before its measurements: its node
+/// (unless another agent owns it), the run (unless it is stored), its suites' rows, and the
+/// node's latest run of each suite.
+pub(super) struct Head<'a> {
+    pub node: Insert<'a>,
+    pub run: Insert<'a>,
+    pub suites: Insert<'a>,
+    pub latest: Insert<'a>,
+}
+
+/// What [`RunTx::put_head`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Placed {
+    /// All of it.
+    Run,
+    /// Nothing: the node belongs to another agent.
+    NodeOwned,
+    /// Nothing but the node: the run is stored already.
+    Duplicate,
+}
+
 /// What [`super::Store::insert_run`] needs of its transaction.
 pub(super) trait RunTx: Send {
     /// Runs `sql` with `binds`; the rows it touched.
     fn exec(&mut self, sql: &str, binds: &[Value<'_>]) -> impl Future<Output = sqlx::Result<u64>> + Send;
+    /// Writes `head`, or what [`Placed`] says of it.
+    fn put_head(&mut self, head: &Head<'_>) -> impl Future<Output = sqlx::Result<Placed>> + Send;
     /// Writes the measurements of run `run_id`, started at `started_at_ms`, `seq` 0, 1, ….
     fn put_measurements(
         &mut self,
@@ -60,6 +122,19 @@ impl RunTx for Transaction<'_, Any> {
     async fn exec(&mut self, sql: &str, binds: &[Value<'_>]) -> sqlx::Result<u64> {
         // Through `Any`, an optional double must be bound as `OptF64` (see there).
         Ok(bound!(sql, binds, OptF64).execute(&mut **self).await?.rows_affected())
+    }
+
+    async fn put_head(&mut self, head: &Head<'_>) -> sqlx::Result<Placed> {
+        // SQLite has no writing `WITH`: a statement each, which costs no round trip there.
+        if self.exec(&head.node.alone(), &head.node.binds).await? == 0 {
+            return Ok(Placed::NodeOwned);
+        }
+        if self.exec(&head.run.alone(), &head.run.binds).await? == 0 {
+            return Ok(Placed::Duplicate);
+        }
+        self.exec(&head.suites.alone(), &head.suites.binds).await?;
+        self.exec(&head.latest.alone(), &head.latest.binds).await?;
+        Ok(Placed::Run)
     }
 
     async fn put_measurements(&mut self, run_id: &str, started_at_ms: i64, ms: &[Measurement]) -> anyhow::Result<()> {
@@ -112,6 +187,30 @@ impl RunTx for Transaction<'_, Any> {
 impl RunTx for Transaction<'_, Postgres> {
     async fn exec(&mut self, sql: &str, binds: &[Value<'_>]) -> sqlx::Result<u64> {
         Ok(bound!(sql, binds, std::convert::identity).execute(&mut **self).await?.rows_affected())
+    }
+
+    async fn put_head(&mut self, head: &Head<'_>) -> sqlx::Result<Placed> {
+        // One statement, one round trip: each step writes only when the one before it did, and
+        // the foreign keys, checked at the statement's end, see the rows of the steps before.
+        let Head { node, run, suites, latest } = head;
+        let first_run = 1 + node.binds.len();
+        let first_suites = first_run + run.binds.len();
+        let first_latest = first_suites + suites.binds.len();
+        let sql = format!(
+            "WITH n AS ({}), r AS ({}), s AS ({}), l AS ({}) SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM r)",
+            node.step(1, None),
+            run.step(first_run, Some("n")),
+            suites.step(first_suites, Some("r")),
+            latest.step(first_latest, Some("r")),
+        );
+        let binds = [node, run, suites, latest].into_iter().flat_map(|insert| insert.binds.iter());
+        let row = bound!(sql, binds, std::convert::identity).fetch_one(&mut **self).await?;
+        let (nodes, runs): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        Ok(match (nodes, runs) {
+            (0, _) => Placed::NodeOwned,
+            (_, 0) => Placed::Duplicate,
+            _ => Placed::Run,
+        })
     }
 
     async fn put_measurements(&mut self, run_id: &str, started_at_ms: i64, ms: &[Measurement]) -> anyhow::Result<()> {

@@ -12,7 +12,7 @@ use model::{
 use sqlx::{AssertSqlSafe, FromRow};
 use uuid::Uuid;
 
-use super::run_tx::{RunTx, Value};
+use super::run_tx::{Head, Insert, Placed, RunTx, Value};
 use super::{Store, now_ms};
 
 /// What an ingest did.
@@ -815,19 +815,18 @@ async fn store_run(
         tx.exec("SELECT headroom_measurements_partition($1)", &[Int(run.started_at_ms)]).await?;
     }
     let gpus = serde_json::to_string(&node.gpus)?;
-    let bound = tx
-        .exec(
-            // run_count counts this run: a run already stored rolls the whole transaction back.
-            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
-             hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id, run_count) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, 1) \
-             ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, cpu_model = excluded.cpu_model, \
-             cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes, kernel = excluded.kernel, \
-             instance_type = excluded.instance_type, hourly_usd = excluded.hourly_usd, gpus_json = excluded.gpus_json, \
-             last_seen_ms = excluded.last_seen_ms, owner_agent_id = excluded.owner_agent_id, \
-             run_count = nodes.run_count + 1 \
-             WHERE nodes.owner_agent_id IS NULL OR nodes.owner_agent_id = excluded.owner_agent_id",
-            &[
+    let status = if run.measurements.iter().any(|m| m.status == MeasurementStatus::Failed) {
+        RunStatus::Partial
+    } else {
+        RunStatus::Ok
+    };
+    let suite_list = digests.iter().map(|(suite, _)| suite.as_str()).collect::<Vec<_>>().join(",");
+    let head = Head {
+        node: Insert {
+            into: "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
+                   hourly_usd, gpus_json, first_seen_ms, last_seen_ms, owner_agent_id, run_count)",
+            width: 13,
+            binds: vec![
                 Text(&node.node_id),
                 Text(&node.hostname),
                 Text(&node.cpu_model),
@@ -838,27 +837,24 @@ async fn store_run(
                 OptFloat(node.hourly_usd),
                 Text(&gpus),
                 Int(now),
+                Int(now),
                 Text(agent_id),
+                // This run counted: a run already stored rolls the whole transaction back.
+                Int(1),
             ],
-        )
-        .await?;
-    if bound == 0 {
-        tx.rollback().await?;
-        return Err(NodeOwned { node_id: node.node_id.clone() }.into());
-    }
-
-    let status = if run.measurements.iter().any(|m| m.status == MeasurementStatus::Failed) {
-        RunStatus::Partial
-    } else {
-        RunStatus::Ok
-    };
-    let suites: Vec<Suite> = digests.iter().map(|(suite, _)| *suite).collect();
-    let suite_list = suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
-    let inserted = tx
-        .exec(
-            "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
-             status, suites, measurement_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
-            &[
+            // Not when another agent owns the node.
+            conflict: "ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, cpu_model = excluded.cpu_model, \
+                       cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes, kernel = excluded.kernel, \
+                       instance_type = excluded.instance_type, hourly_usd = excluded.hourly_usd, \
+                       gpus_json = excluded.gpus_json, last_seen_ms = excluded.last_seen_ms, \
+                       owner_agent_id = excluded.owner_agent_id, run_count = nodes.run_count + 1 \
+                       WHERE nodes.owner_agent_id IS NULL OR nodes.owner_agent_id = excluded.owner_agent_id",
+        },
+        run: Insert {
+            into: "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, \
+                   received_at_ms, status, suites, measurement_count)",
+            width: 10,
+            binds: vec![
                 Text(&run_id),
                 Text(&node.node_id),
                 Text(agent_id),
@@ -870,47 +866,52 @@ async fn store_run(
                 Text(&suite_list),
                 Int(run.measurements.len() as i64),
             ],
-        )
-        .await?;
-    if inserted == 0 {
-        tx.rollback().await?;
-        return Ok(false);
-    }
-    // Every suite's row and its node's latest, one statement each.
-    let rows = |columns: usize| {
-        (0..suites.len())
-            .map(|i| format!("({})", placeholders(i * columns + 1, columns)))
-            .collect::<Vec<_>>()
-            .join(", ")
+            conflict: "ON CONFLICT (id) DO NOTHING",
+        },
+        suites: Insert {
+            into: "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest)",
+            width: 6,
+            binds: digests
+                .iter()
+                .flat_map(|(suite, digest)| {
+                    [
+                        Text(suite.as_str()),
+                        Text(&run_id),
+                        Text(&node.node_id),
+                        Int(run.started_at_ms),
+                        Int(DIGEST_VERSION),
+                        Text(digest),
+                    ]
+                })
+                .collect(),
+            conflict: "",
+        },
+        latest: Insert {
+            into: "INSERT INTO node_latest (node_id, suite, run_id, started_at_ms)",
+            width: 4,
+            binds: digests
+                .iter()
+                .flat_map(|(suite, _)| {
+                    [Text(&node.node_id), Text(suite.as_str()), Text(&run_id), Int(run.started_at_ms)]
+                })
+                .collect(),
+            conflict: "ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, \
+                       started_at_ms = excluded.started_at_ms \
+                       WHERE excluded.started_at_ms > node_latest.started_at_ms \
+                       OR (excluded.started_at_ms = node_latest.started_at_ms AND excluded.run_id < node_latest.run_id)",
+        },
     };
-    let mut binds = Vec::new();
-    for (suite, digest) in digests {
-        binds.extend([
-            Text(suite.as_str()),
-            Text(&run_id),
-            Text(&node.node_id),
-            Int(run.started_at_ms),
-            Int(DIGEST_VERSION),
-            Text(digest),
-        ]);
+    match tx.put_head(&head).await? {
+        Placed::Run => {}
+        Placed::NodeOwned => {
+            tx.rollback().await?;
+            return Err(NodeOwned { node_id: node.node_id.clone() }.into());
+        }
+        Placed::Duplicate => {
+            tx.rollback().await?;
+            return Ok(false);
+        }
     }
-    let sql = format!(
-        "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) VALUES {}",
-        rows(6)
-    );
-    tx.exec(&sql, &binds).await?;
-    let binds: Vec<Value> = suites
-        .iter()
-        .flat_map(|suite| [Text(&node.node_id), Text(suite.as_str()), Text(&run_id), Int(run.started_at_ms)])
-        .collect();
-    let sql = format!(
-        "INSERT INTO node_latest (node_id, suite, run_id, started_at_ms) VALUES {} \
-         ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, started_at_ms = excluded.started_at_ms \
-         WHERE excluded.started_at_ms > node_latest.started_at_ms \
-         OR (excluded.started_at_ms = node_latest.started_at_ms AND excluded.run_id < node_latest.run_id)",
-        rows(4)
-    );
-    tx.exec(&sql, &binds).await?;
     tx.put_measurements(&run_id, run.started_at_ms, &run.measurements).await?;
     if let Month::Sqlite = month {
         // SQLite has one writer: in the run's transaction, as ever. Postgres: after it (below).
