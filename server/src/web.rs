@@ -2,7 +2,7 @@
 //! `/pkg`, and the data the pages ask for.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
@@ -19,7 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 use leptos::prelude::provide_context;
-use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos_axum::{AxumRouteListing, LeptosRoutes, generate_route_list};
 use model::FleetView;
 use tower_http::services::ServeDir;
 
@@ -203,12 +203,24 @@ pub fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .leptos_routes_with_context(
             state,
-            generate_route_list(app::App),
+            routes(),
             move || provide_context(backend.clone()),
             move || app::shell(options.clone()),
         )
         .route_layer(middleware::from_fn_with_state(state.clone(), require_sign_in))
         .nest_service("/pkg", bundle)
+}
+
+/// The app's routes, listed once per process. Listing them renders the whole app once with
+/// resource loading switched off for the entire process (leptos_router's `RouteList::generate`
+/// holds leptos_server's `SuppressResourceLoad`, a process-wide flag), so a page rendering at
+/// that moment keeps a resource pending forever: its head is sent and its body never ends
+/// (leptos-rs/leptos#4773, open). A server lists them before it serves; a process that builds
+/// a second router while the first serves (the tests do) must not list them again.
+/// `pages_end_while_other_routers_are_built` in `server/tests/hardening.rs` hangs without this.
+fn routes() -> Vec<AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(app::App)).clone()
 }
 
 /// Where a release build writes the bundle's hashed name, beside `pkg/`.

@@ -427,3 +427,47 @@ async fn only_the_bundle_is_served_and_the_database_file_is_private() {
     assert_eq!(mode, 0o600, "{path} is readable by others: {mode:o}");
     app.stop().await;
 }
+
+/// Generating the route list runs the whole app once with resource loading switched off for the
+/// entire process (leptos_server's `SuppressResourceLoad`, a process-wide flag): a page whose
+/// resource first polled at that moment stayed pending forever, its head sent and its body
+/// never ended (leptos-rs/leptos#4773). A server does it before it serves, so only a process
+/// running several servers meets it: these tests, one of which timed out in CI on a page.
+#[tokio::test]
+async fn pages_end_while_other_routers_are_built() {
+    let db = databases().await.remove(0);
+    let app = spawn(&db).await;
+    let session = app.session(Role::Admin).await;
+    let store = app.store.clone();
+    let building = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let builder = {
+        let building = building.clone();
+        tokio::task::spawn_blocking(move || {
+            let state = headroom_server::AppState::new(store, std::path::Path::new("/nonexistent-site"));
+            let mut built = 0;
+            while building.load(std::sync::atomic::Ordering::Relaxed) {
+                drop(headroom_server::web::router(&state));
+                built += 1;
+            }
+            built
+        })
+    };
+    let mut hung = None;
+    for round in 0..150 {
+        let page = ["/fleet", "/right-sizing", "/transport", "/scenarios"][round % 4];
+        let response = app.http.get(app.url(page)).header("cookie", &session).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{page}");
+        if tokio::time::timeout(Duration::from_secs(10), response.text()).await.is_err() {
+            hung = Some(format!("{page} (round {round}) sent its head but its body never ended"));
+            break;
+        }
+    }
+    // Stopped before any assertion: a runtime waits for its blocking tasks when it is dropped.
+    building.store(false, std::sync::atomic::Ordering::Relaxed);
+    let built = builder.await.unwrap();
+    assert!(hung.is_none(), "{}", hung.unwrap_or_default());
+    eprintln!("150 pages ended while {built} routers were built beside them");
+    assert!(built > 0, "no router was built beside the pages, so this proves nothing");
+    app.stop().await;
+    db.drop_database().await;
+}

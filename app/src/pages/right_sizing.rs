@@ -309,8 +309,9 @@ pub fn RightSizingPage() -> impl IntoView {
         <h1>"Right-sizing"</h1>
         <p class="lede">"The cheapest configuration that meets your latency SLO, from service times measured on your nodes. Every configuration on the Pareto front is one no other beats on both cost and latency. For a language model, "<a href="/llm">"LLM serving"</a>" compares the catalog's GPUs by KV cache, TTFT and ITL."</p>
         // One Suspense reads the measured nodes for both the service list and the answer: one
-        // Resource read under two Suspense boundaries now and then left the SSR stream open
-        // forever (leptos-rs/leptos#4851), which is how a CI run timed out on this page.
+        // Resource read under two Suspense boundaries now and then leaves the SSR stream open
+        // forever (leptos-rs/leptos#4851). (The CI timeouts on this page were another cause,
+        // routes listed while a page rendered: see `routes` in the server's `web.rs`.)
         <Suspense fallback=|| view! { <p>"Loading measured nodes…"</p> }>
         {move || Suspend::new(async move {
         let fleet = nodes.await;
