@@ -1,6 +1,17 @@
 //! Headroom's pages. The server renders them (`ssr`); the browser hydrates them (`hydrate`).
 #![recursion_limit = "512"]
 
+// The server and the browser bundle must both erase view types or both not: a bundle built one
+// way panics hydrating a page rendered the other way. `.cargo/config.toml` sets
+// `--cfg erase_components` for every build; a build that lost it (a `RUSTFLAGS` of its own
+// replaces it) stops here. Typed views on both sides, as the README's size comparison built
+// them, take `RUSTFLAGS="--cfg headroom_typed_views"` for the server and the bundle alike.
+#[cfg(not(any(erase_components, headroom_typed_views)))]
+compile_error!(
+    "build with `--cfg erase_components`, as .cargo/config.toml sets it: a RUSTFLAGS of your own replaces \
+     that, so add `--cfg erase_components` to it (or `--cfg headroom_typed_views` for typed views on both sides)"
+);
+
 pub mod components;
 pub mod data;
 pub mod pages;

@@ -34,6 +34,7 @@ pub(super) struct Insert<'a> {
 impl Insert<'_> {
     /// The rows' placeholders, the first `$first`.
     fn rows(&self, first: usize) -> String {
+        debug_assert!(!self.binds.is_empty() && self.binds.len() % self.width == 0, "whole rows, at least one");
         (0..self.binds.len() / self.width)
             .map(|row| format!("({})", placeholders(first + row * self.width, self.width)))
             .collect::<Vec<_>>()
@@ -73,9 +74,10 @@ pub(super) struct Head<'a> {
 pub(super) enum Placed {
     /// All of it.
     Run,
-    /// Nothing: the node belongs to another agent.
+    /// Nothing: the node belongs to another agent. The caller rolls the transaction back.
     NodeOwned,
-    /// Nothing but the node: the run is stored already.
+    /// Not the run: it is stored already. The node's upsert was made (and counted this run),
+    /// so the caller rolls the transaction back.
     Duplicate,
 }
 
