@@ -34,7 +34,10 @@ pub(super) struct Insert<'a> {
 impl Insert<'_> {
     /// The rows' placeholders, the first `$first`.
     fn rows(&self, first: usize) -> String {
-        debug_assert!(!self.binds.is_empty() && self.binds.len() % self.width == 0, "whole rows, at least one");
+        debug_assert!(
+            !self.binds.is_empty() && self.binds.len().is_multiple_of(self.width),
+            "whole rows, at least one"
+        );
         (0..self.binds.len() / self.width)
             .map(|row| format!("({})", placeholders(first + row * self.width, self.width)))
             .collect::<Vec<_>>()
