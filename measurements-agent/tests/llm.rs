@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use assert_cmd::cargo::CommandCargoExt;
 use common::text;
 use model::RunUpload;
+use model::plan::llm::Engine;
 use model::plan::llm::fit::{check, steps};
 use model::plan::llm::memory::{LlmMemoryInput, LlmShape, fit};
 use model::plan::memory::Precision;
-use model::units::Bytes;
+use model::units::{Bytes, Seconds};
 
 /// A stored latency histogram (HdrHistogram's V2 compressed encoding, base64), decoded.
 fn histogram(encoded: &str) -> hdrhistogram::Histogram<u64> {
@@ -233,7 +234,13 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     // the model's error near saturation is the README's open point, not what this test holds.
     let (prompt_s, decode_s) =
         (alone.iter().map(|r| r.0).sum::<f64>() / 3.0, alone.iter().map(|r| r.1).sum::<f64>() / 3.0);
-    let capacity = 1.0 / (32.0 * decode_s + tokens(&server.url, &prompt(60)) as f64 * prompt_s);
+    let alone_engine = Engine {
+        fixed: Seconds(0.0),
+        per_sequence: Seconds(decode_s),
+        per_prompt_token: Seconds(prompt_s),
+        slots: SLOTS,
+    };
+    let capacity = alone_engine.capacity(tokens(&server.url, &prompt(60)) as f64, 32.0);
     let rates = [0.06, 0.17, 0.28, 0.38].map(|f| format!("{:.2}", f * capacity)).join(",");
     eprintln!("about {capacity:.1} requests/s at most; rates {rates}");
     let out = Command::cargo_bin("measurements-agent")
