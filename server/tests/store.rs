@@ -532,6 +532,10 @@ async fn every_page_read_uses_an_index_not_a_scan_of_history() {
                 let most = if read == "a run's measurements" { 1 } else { 2 };
                 assert!((1..=most).contains(&months.len()), "{backend} · {read} reads {months:?}:\n{plan}");
             }
+            // However many other endpoint runs there are, the LLM page reads its own index.
+            if read == "the newest LLM endpoint runs" {
+                assert!(plan.contains("run_suites_llm"), "{backend} · {read} does not use its index:\n{plan}");
+            }
             // The node list is the one read of a whole table, and it holds a row per node.
             if read == "nodes" {
                 continue;
@@ -691,7 +695,7 @@ async fn measurements_stored_before_partitions_are_moved_into_them() {
         }
         // Retention opens a store without migrating it, and refuses an older schema.
         let err = Store::connect_current(&db.url).await.unwrap_err().to_string();
-        assert!(err.contains("at migration 6 and this build's at 7"), "{backend}: {err}");
+        assert!(err.contains("at migration 6 and this build's at 8"), "{backend}: {err}");
         let store = Store::connect(&db.url).await.expect("0007 applies over stored runs");
         Store::connect_current(&db.url).await.expect("now current").close().await;
         for (id, means) in [
@@ -784,6 +788,174 @@ async fn retention_racing_late_uploads_leaves_no_run_emptied_unmarked() {
                 Some(_) => assert!(detail.measurements.is_empty(), "{backend}: marked, so removed"),
             }
         }
+        store.close().await;
+        db.drop_database().await;
+    }
+}
+
+/// A load test of an OpenAI-compatible server on `node` as the agent stores it: four open-loop
+/// steps whose figures are what the model predicts for a small engine, so the fit when the run
+/// is stored finds an engine (what is under test here is where the run is found, not the fit).
+fn llm_run(node: &str, started_at_ms: i64) -> model::RunUpload {
+    use model::plan::llm::batching::{Engine, Load, predict};
+    use model::units::Seconds;
+    use model::{Case, Measurement, MeasurementStatus, Stats, Unit};
+    let engine =
+        Engine { fixed: Seconds(0.010), per_sequence: Seconds(0.0005), per_prompt_token: Seconds(0.0001), slots: 32 };
+    let load = Load { rate: 0.0, input_tokens: 200.0, input_cv: 0.0, output_tokens: 64.0 };
+    let requests = 400u64;
+    let mut run = sample_run(node);
+    run.started_at_ms = started_at_ms;
+    run.finished_at_ms = started_at_ms + 80_000;
+    run.measurements.clear();
+    for (i, rate) in [0.2, 2.0, 5.0, 8.0].into_iter().enumerate() {
+        let l = predict(&engine, &Load { rate, ..load }).unwrap().unwrap();
+        let parameters = [
+            ("step", (i + 1).to_string()),
+            ("load", "open".into()),
+            ("saturated", "false".into()),
+            ("client_limited", "false".into()),
+            ("protocol", "openai-chat".into()),
+            ("target", "http://llm.internal:8000/v1/chat/completions".into()),
+            ("model", "tiny-llama".into()),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .into();
+        let m = |case: &str, unit: Unit, stats: Stats| Measurement {
+            suite: Suite::Endpoint,
+            case: case.into(),
+            parameters: std::collections::BTreeMap::clone(&parameters),
+            unit,
+            status: MeasurementStatus::Ok,
+            reason: None,
+            histogram: None,
+            stats: Some(stats),
+            floor: None,
+        };
+        let quantiles = |p50: f64, p99: f64| Stats { p50, p99, samples: requests, ..Stats::single(p50) };
+        run.measurements.extend([
+            m(
+                Case::EndpointLatency.as_str(),
+                Unit::Seconds,
+                Stats { samples: requests, ..Stats::single(l.e2e_mean.0) },
+            ),
+            m(Case::EndpointOfferedRate.as_str(), Unit::RequestsPerSecond, Stats::single(rate)),
+            m(Case::EndpointAchievedRate.as_str(), Unit::RequestsPerSecond, Stats::single(rate)),
+            m(Case::EndpointErrorRate.as_str(), Unit::Ratio, Stats::single(0.0)),
+            m("endpoint_ttft", Unit::Seconds, quantiles(l.ttft_p50.0, l.ttft_p99.0)),
+            m("endpoint_itl", Unit::Seconds, Stats { mean: l.itl_mean.0, ..quantiles(l.itl_p50.0, l.itl_p99.0) }),
+            m("endpoint_input_tokens", Unit::Count, Stats::single(load.input_tokens * requests as f64)),
+            m("endpoint_output_tokens", Unit::Count, Stats::single(load.output_tokens * requests as f64)),
+        ]);
+    }
+    run
+}
+
+/// A load test of a plain HTTP endpoint on `node`: one step without tokens, nothing for the
+/// LLM page.
+fn http_endpoint_run(node: &str, started_at_ms: i64) -> model::RunUpload {
+    let mut run = llm_run(node, started_at_ms);
+    let llm_only = ["endpoint_ttft", "endpoint_itl", "endpoint_input_tokens", "endpoint_output_tokens"];
+    run.measurements.retain(|m| m.parameters["step"] == "1" && !llm_only.contains(&m.case.as_str()));
+    for m in &mut run.measurements {
+        m.parameters.insert("protocol".into(), "http-json".into());
+        m.parameters.remove("model");
+    }
+    run
+}
+
+#[tokio::test]
+async fn the_llm_page_finds_a_load_test_of_an_llm_server_however_many_other_endpoint_runs_came_since() {
+    use sqlx::Connection;
+    for db in databases().await {
+        let backend = db.backend;
+        let app = common::spawn(&db).await;
+        let agent_id = agent(&app.store).await;
+        let t0 = 1_796_000_000_000;
+        let llm = llm_run("llm-node", t0);
+        app.store.insert_run(&agent_id, &llm).await.unwrap();
+        // More plain endpoint runs since than the page ever read before it had its own index.
+        for i in 1..=60 {
+            let run = http_endpoint_run(&format!("web-{}", i % 3), t0 + i * 60_000);
+            app.store.insert_run(&agent_id, &run).await.unwrap();
+        }
+        let found = |runs: Vec<headroom_server::store::RunDigest>| {
+            runs.into_iter().map(|r| (r.run_id, r.digest.llm.is_some())).collect::<Vec<_>>()
+        };
+        assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), [(llm.run_id, true)], "{backend}");
+
+        // The page offers it to a viewer, sizing with its engine.
+        let viewer = app.user_token(Role::Viewer).await;
+        let page = app.http.get(app.url("/llm")).bearer_auth(&viewer).send().await.unwrap().text().await.unwrap();
+        assert!(page.contains(&format!("value=\"{}\"", llm.run_id)), "{backend}: the picker offers the run: {page}");
+
+        // A digest written by an older reading of runs is left out until the start-up backfill
+        // writes it again, flag and all.
+        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        sqlx::query("UPDATE run_suites SET digest_version = 0, digest = NULL, llm = 0")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), [], "{backend}");
+        app.store.refresh_digests().await.unwrap();
+        assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), [(llm.run_id, true)], "{backend}");
+        let (flagged,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM run_suites WHERE llm = 1").fetch_one(&mut conn).await.unwrap();
+        assert_eq!(flagged, 1, "{backend}: only the LLM run's endpoint digest");
+        conn.close().await.ok();
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
+
+#[tokio::test]
+async fn llm_runs_stored_before_the_flag_are_flagged_by_its_migration() {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    for db in databases().await {
+        let backend = db.backend;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(backend);
+        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        sqlx::migrate::Migrator::new(dir).await.unwrap().run_to(7, &mut conn).await.unwrap();
+        let (llm, plain) = (llm_run("n", 1_768_000_000_000), http_endpoint_run("n", 1_768_000_100_000));
+        let digest = |run: &model::RunUpload| {
+            let digest = model::wire::measured::digest(Suite::Endpoint, &run.run_id.to_string(), &run.measurements);
+            serde_json::to_string(&digest).unwrap()
+        };
+        assert!(digest(&llm).contains("\"llm\":{") && !digest(&plain).contains("\"llm\""));
+        let version = model::wire::measured::DIGEST_VERSION;
+        for sql in [
+            "INSERT INTO agents (id, name, token_hash, scope, created_at_ms) VALUES ('a', 'old-agent', 'h', 'ingest', 0)"
+                .to_string(),
+            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, gpus_json, first_seen_ms, \
+             last_seen_ms) VALUES ('n', 'old-host', 'cpu', 4, 1024, '6.1', '[]', 0, 0)"
+                .to_string(),
+            format!(
+                "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
+                 status, suites, measurement_count) VALUES ('{}', 'n', 'a', '0.0.9', {}, {}, 0, 'ok', 'endpoint', 0), \
+                 ('{}', 'n', 'a', '0.0.9', {}, {}, 0, 'ok', 'endpoint', 0)",
+                llm.run_id, llm.started_at_ms, llm.started_at_ms, plain.run_id, plain.started_at_ms, plain.started_at_ms
+            ),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.unwrap();
+        }
+        for run in [&llm, &plain] {
+            sqlx::query(
+                "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) \
+                 VALUES ('endpoint', $1, 'n', $2, $3, $4)",
+            )
+            .bind(run.run_id.to_string())
+            .bind(run.started_at_ms)
+            .bind(version)
+            .bind(digest(run))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        }
+        let store = Store::connect(&db.url).await.expect("0008 applies over stored runs");
+        let found: Vec<_> = store.recent_llm_digests(10).await.unwrap().into_iter().map(|r| r.run_id).collect();
+        assert_eq!(found, [llm.run_id], "{backend}: the LLM run, though the plain one is newer");
+        conn.close().await.ok();
         store.close().await;
         db.drop_database().await;
     }

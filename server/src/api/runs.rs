@@ -106,10 +106,8 @@ pub async fn get_one(
     run.map(Json).ok_or_else(|| ApiError::NotFound(format!("no run with id {run_id}")))
 }
 
-/// Endpoint runs the LLM page looks through for load tests of OpenAI-compatible servers, and
-/// how many of those it offers.
-const LLM_RUNS_READ: u32 = 50;
-const LLM_RUNS: usize = 10;
+/// How many load tests of OpenAI-compatible servers the LLM page offers.
+const LLM_RUNS: u32 = 10;
 
 /// The newest load tests of OpenAI-compatible servers, newest first, each with the engine
 /// fitted when it was stored; and the run `include` (a link's or a saved scenario's pick) if it
@@ -128,13 +126,7 @@ pub async fn llm_runs(store: &Store, caller: &Caller, include: Option<String>) -
             check: llm.check,
         })
     };
-    let mut runs: Vec<LlmRunView> = store
-        .recent_stored_digests(Suite::Endpoint, LLM_RUNS_READ)
-        .await?
-        .into_iter()
-        .filter_map(view)
-        .take(LLM_RUNS)
-        .collect();
+    let mut runs: Vec<LlmRunView> = store.recent_llm_digests(LLM_RUNS).await?.into_iter().filter_map(view).collect();
     let wanted = include.as_deref().and_then(|id| Uuid::parse_str(id).ok());
     if let Some(id) = wanted.filter(|id| !runs.iter().any(|r| r.run_id == id.to_string())) {
         runs.extend(store.run_digest(id, Suite::Endpoint).await?.and_then(view));

@@ -332,14 +332,17 @@ impl Store {
         Ok(nodes)
     }
 
-    /// Of the newest `limit` runs of any node holding `suite`, newest first, those whose digest
-    /// this reading of runs stored: a row the start-up backfill has not rewritten yet is left
-    /// out rather than computed, so a page over many runs never waits on a fit of each.
-    pub async fn recent_stored_digests(&self, suite: Suite, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
-        let mut rows: Vec<DigestRow> =
-            sqlx::query_as(AssertSqlSafe(recent_digests_sql(limit))).bind(suite.as_str()).fetch_all(&self.pool).await?;
+    /// The newest `limit` endpoint runs of any node whose stored digest holds an LLM engine
+    /// (`run_suites.llm`, off its partial index, however many other endpoint runs came since),
+    /// newest first, of those this reading of runs stored: a row the start-up backfill has not
+    /// rewritten yet is left out rather than fitted, so the page never waits on a fit of each.
+    pub async fn recent_llm_digests(&self, limit: u32) -> anyhow::Result<Vec<RunDigest>> {
+        let mut rows: Vec<DigestRow> = sqlx::query_as(AssertSqlSafe(recent_llm_digests_sql(limit)))
+            .bind(Suite::Endpoint.as_str())
+            .fetch_all(&self.pool)
+            .await?;
         rows.retain(|row| stored_digest(row).is_some());
-        self.resolve_digests(suite, rows, false).await
+        self.resolve_digests(Suite::Endpoint, rows, false).await
     }
 
     /// `suite`'s digest of the run `run_id`; `None` when the run does not hold that suite.
@@ -474,12 +477,14 @@ impl Store {
                     self.compute_digests(suite, &run_ids, true).await?.into_iter().collect();
                 let (_writing, mut tx) = self.begin_write().await?;
                 for (run_id, digest) in digests {
+                    let stored = StoredDigest::new(suite, &digest)?;
                     rewritten += sqlx::query(AssertSqlSafe(format!(
-                        "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1 \
-                         WHERE suite = $2 AND run_id = $3 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) \
+                        "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1, llm = $2 \
+                         WHERE suite = $3 AND run_id = $4 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) \
                          AND measurements_removed_at_ms IS NULL"
                     )))
-                    .bind(serde_json::to_string(&digest)?)
+                    .bind(stored.json)
+                    .bind(i64::from(stored.llm))
                     .bind(&suite_name)
                     .bind(&run_id)
                     .execute(&mut *tx)
@@ -582,11 +587,12 @@ fn stored_digest(row: &DigestRow) -> Option<SuiteDigest> {
         .flatten()
 }
 
-/// The newest runs of any node with the suite `$1`.
-fn recent_digests_sql(limit: u32) -> String {
+/// The newest runs of any node with the suite `$1` (the endpoint suite) whose digest holds an
+/// LLM engine: a walk of the partial index `run_suites_llm`.
+fn recent_llm_digests_sql(limit: u32) -> String {
     format!(
         "{DIGEST_SELECT} FROM run_suites rs JOIN nodes n ON n.id = rs.node_id \
-         WHERE rs.suite = $1 ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}"
+         WHERE rs.suite = $1 AND rs.llm = 1 ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}"
     )
 }
 
@@ -679,7 +685,7 @@ pub(super) fn page_reads(node: &str, run: (&str, i64)) -> Vec<(String, String, V
         ("each node's latest quant run id".into(), LATEST_RUN_IDS.to_string(), text(&["quant"])),
         ("quant digests of chosen runs".into(), digests_of_runs_sql(1), text(&["quant", run_id])),
         ("a node's quant runs".into(), node_digests_sql(30), text(&[node, "quant"])),
-        ("the newest endpoint runs".into(), recent_digests_sql(20), text(&["endpoint"])),
+        ("the newest LLM endpoint runs".into(), recent_llm_digests_sql(10), text(&["endpoint"])),
         ("measurements of stale digests".into(), suite_measurements_sql(2), {
             let mut binds = text(&["quant", run_id, node]);
             binds.extend([Bind::Int(started), Bind::Int(started - 1)]);
@@ -768,11 +774,26 @@ enum Month {
     Postgres { known: bool },
 }
 
-/// Each of `run`'s suites with its digest as JSON, in the order of [`RunUpload::suites`],
-/// computed before its transaction opens (so no database lock waits on it). The endpoint
-/// suite's may fit an LLM engine, up to seconds of CPU: it runs off the async workers, a few at
-/// a time ([`FITTING`]), over a copy of the endpoint measurements without their histograms.
-async fn suite_digests(run: &RunUpload) -> anyhow::Result<Vec<(Suite, String)>> {
+/// A suite's digest of a run as `run_suites` stores it.
+struct StoredDigest {
+    suite: Suite,
+    /// [`SuiteDigest`] as JSON.
+    json: String,
+    /// Whether it holds an LLM engine (`run_suites.llm`), which the LLM page picks runs by.
+    llm: bool,
+}
+
+impl StoredDigest {
+    fn new(suite: Suite, digest: &SuiteDigest) -> anyhow::Result<StoredDigest> {
+        Ok(StoredDigest { suite, json: serde_json::to_string(digest)?, llm: digest.llm.is_some() })
+    }
+}
+
+/// Each of `run`'s suites with its digest, in the order of [`RunUpload::suites`], computed
+/// before its transaction opens (so no database lock waits on it). The endpoint suite's may fit
+/// an LLM engine, up to seconds of CPU: it runs off the async workers, a few at a time
+/// ([`FITTING`]), over a copy of the endpoint measurements without their histograms.
+async fn suite_digests(run: &RunUpload) -> anyhow::Result<Vec<StoredDigest>> {
     let run_id = run.run_id.to_string();
     let mut digests = Vec::new();
     for suite in run.suites() {
@@ -788,7 +809,7 @@ async fn suite_digests(run: &RunUpload) -> anyhow::Result<Vec<(Suite, String)>> 
         } else {
             measured::digest(suite, &run_id, &run.measurements)
         };
-        digests.push((suite, serde_json::to_string(&digest)?));
+        digests.push(StoredDigest::new(suite, &digest)?);
     }
     Ok(digests)
 }
@@ -803,7 +824,7 @@ async fn store_run(
     mut tx: impl RunTx,
     agent_id: &str,
     run: &RunUpload,
-    digests: &[(Suite, String)],
+    digests: &[StoredDigest],
     month: Month,
 ) -> anyhow::Result<bool> {
     use Value::{Int, OptFloat, OptText, Text};
@@ -820,7 +841,7 @@ async fn store_run(
     } else {
         RunStatus::Ok
     };
-    let suite_list = digests.iter().map(|(suite, _)| suite.as_str()).collect::<Vec<_>>().join(",");
+    let suite_list = digests.iter().map(|d| d.suite.as_str()).collect::<Vec<_>>().join(",");
     let head = Head {
         node: Insert {
             into: "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
@@ -869,18 +890,19 @@ async fn store_run(
             conflict: "ON CONFLICT (id) DO NOTHING",
         },
         suites: Insert {
-            into: "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest)",
-            width: 6,
+            into: "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest, llm)",
+            width: 7,
             binds: digests
                 .iter()
-                .flat_map(|(suite, digest)| {
+                .flat_map(|d| {
                     [
-                        Text(suite.as_str()),
+                        Text(d.suite.as_str()),
                         Text(&run_id),
                         Text(&node.node_id),
                         Int(run.started_at_ms),
                         Int(DIGEST_VERSION),
-                        Text(digest),
+                        Text(&d.json),
+                        Int(i64::from(d.llm)),
                     ]
                 })
                 .collect(),
@@ -891,9 +913,7 @@ async fn store_run(
             width: 4,
             binds: digests
                 .iter()
-                .flat_map(|(suite, _)| {
-                    [Text(&node.node_id), Text(suite.as_str()), Text(&run_id), Int(run.started_at_ms)]
-                })
+                .flat_map(|d| [Text(&node.node_id), Text(d.suite.as_str()), Text(&run_id), Int(run.started_at_ms)])
                 .collect(),
             conflict: "ON CONFLICT (node_id, suite) DO UPDATE SET run_id = excluded.run_id, \
                        started_at_ms = excluded.started_at_ms \
