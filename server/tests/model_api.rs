@@ -35,7 +35,7 @@ async fn every_documented_example_answers_what_the_document_says() {
     let doc: Value = app.http.get(app.url("/api/openapi.json")).send().await.unwrap().json().await.unwrap();
     let model_paths: Vec<&String> =
         doc["paths"].as_object().unwrap().keys().filter(|p| p.starts_with("/api/v1/model/")).collect();
-    assert_eq!(model_paths.len(), 7, "{model_paths:?}");
+    assert_eq!(model_paths.len(), 8, "{model_paths:?}");
     for path in model_paths {
         let op = &doc["paths"][path]["post"];
         let request = &op["requestBody"]["content"]["application/json"]["example"];
@@ -209,6 +209,32 @@ async fn impossible_inputs_are_422_naming_the_field() {
         ),
         ("/api/v1/model/uncertainty", with("/api/v1/model/uncertainty", "/samples", json!(0)), "samples"),
         ("/api/v1/model/uncertainty", with("/api/v1/model/uncertainty", "/samples", json!(50_000_000)), "samples"),
+        ("/api/v1/model/purchase", with("/api/v1/model/purchase", "/running_share", json!(1.5)), "running_share"),
+        (
+            "/api/v1/model/purchase",
+            with("/api/v1/model/purchase", "/replicas_by_month", json!([])),
+            "replicas_by_month",
+        ),
+        (
+            "/api/v1/model/purchase",
+            with("/api/v1/model/purchase", "/replicas_by_month", json!(vec![1; 121])),
+            "replicas_by_month",
+        ),
+        (
+            "/api/v1/model/purchase",
+            with("/api/v1/model/purchase", "/commitments/0/term_months", json!(0)),
+            "commitments.term_months",
+        ),
+        (
+            "/api/v1/model/purchase",
+            with("/api/v1/model/purchase", "/commitments/1/name", json!("</td><script>alert(1)</script>\u{7}")),
+            "commitments.name",
+        ),
+        (
+            "/api/v1/model/purchase",
+            with("/api/v1/model/purchase", "/spot/interruptions_per_hour", json!(-1)),
+            "spot.interruptions_per_hour",
+        ),
     ];
     for (path, body, field) in cases {
         let (status, answer) = post(&app, Some(&planner), path, body.to_string()).await;

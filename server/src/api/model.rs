@@ -5,6 +5,7 @@ use axum::Json;
 use model::ModelError;
 use model::plan::cost::{Amortization, AmortizationInput, BreakEven, BreakEvenInput};
 use model::plan::memory::{KvCache, MemoryFit, MemoryInput, Precision};
+use model::plan::purchase::{CommitmentOffer, PurchaseInput, PurchasePlan, SpotOffer};
 use model::plan::queue::{ReplicaInput, ReplicaPlan};
 use model::plan::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source};
 use model::plan::transport::{Placement, TransportAdvice, TransportInput, TransportMeasurement};
@@ -127,6 +128,8 @@ endpoints! {
         "Cores and monthly core cost of each measured transport at a request rate; the recommendation and why.";
     uncertainty, "/api/v1/model/uncertainty", UncertaintyInput, Uncertainty, model::plan::uncertainty::simulate,
         "Monte Carlo over input ranges: P10/P50/P90 of cost per request and monthly cost, break-even probability, tornado table.";
+    purchase, "/api/v1/model/purchase", PurchaseInput, PurchasePlan, model::plan::purchase::purchase,
+        "Should we commit? Per commitment offer the replicas to commit for its term (the largest count needed more than its break-even share of the term's hours) and the saving against on demand; spot's cost per useful hour with its interruptions.";
 }
 
 /// One example request per endpoint, used by the OpenAPI document (with the response the model
@@ -252,6 +255,24 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
             }),
         ),
         ("/api/v1/model/uncertainty", json(UncertaintyInput::example(20_000))),
+        (
+            "/api/v1/model/purchase",
+            json(PurchaseInput {
+                on_demand_hourly_usd: UsdPerHour(1.006),
+                // A year of 5 % growth a month from 4 replicas.
+                replicas_by_month: (0..12).map(|m| (4.0 * 1.05f64.powi(m)).ceil() as u32).collect(),
+                running_share: 1.0,
+                commitments: vec![
+                    CommitmentOffer { name: "1-year".into(), term_months: 12, hourly_usd: UsdPerHour(0.704) },
+                    CommitmentOffer { name: "3-year".into(), term_months: 36, hourly_usd: UsdPerHour(0.503) },
+                ],
+                spot: Some(SpotOffer {
+                    hourly_usd: UsdPerHour(0.402),
+                    interruptions_per_hour: 2.0 / 730.0,
+                    hours_lost_per_interruption: 1.0 / 6.0,
+                }),
+            }),
+        ),
     ]
 }
 
