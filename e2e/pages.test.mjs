@@ -80,6 +80,20 @@ test('planner: the cost per request follows the volume without a page load; bad 
   await page.fill('#f-min_replicas', '3');
   await page.locator('[data-out=capacity-monthly]', { hasText: '$5,475.00 a month' }).waitFor();
   await noNaN(page);
+  // Buying those three replicas, needed all three years: 50 % off for three years saves more
+  // a month than 30 % off for one; run half the day, neither pays for its idle hours.
+  const buying = page.locator('[data-out=purchase-verdict]');
+  await buying.filter({ hasText: 'Commit 3 replicas for 36 months: saves $98,550.00 over the term (50 %) against on demand.' }).waitFor();
+  assert.equal(await page.locator('[data-out=commit-12]').innerText(), '3');
+  assert.equal(await page.locator('[data-out=saving-12]').innerText(), '$19,710.00 (30 %)');
+  assert.equal(await page.locator('[data-out=on-demand-monthly]').innerText(), '$5,475.00');
+  assert.match(await page.locator('[data-out=spot-hourly]').innerText(), /^\$1\.00 \(\$0\.000457 lost\)$/);
+  await review(page, 'planner-purchase-1280');
+  await page.fill('#f-hours_a_day', '12');
+  await buying.filter({ hasText: /^Stay on demand/ }).waitFor();
+  assert.equal(await page.locator('[data-out=commit-36]').innerText(), '0');
+  await page.fill('#f-hours_a_day', '24');
+  await noNaN(page);
 
   // The worked example: $1,000 of training a month over 1M requests is $0.001 a request;
   // distillation at $5,000 more a month that cuts serving from $0.01 to $0.001 saves $9,000

@@ -10,6 +10,7 @@ use model::plan::cost::{
     Amortization, AmortizationInput, BreakEven, BreakEvenInput, CapacityCost, CapacityInput, LatencySlo, SizedBy,
     amortize, break_even, capacity_cost,
 };
+use model::plan::purchase::{CommitmentOffer, CommitmentPlan, PurchaseInput, PurchasePlan, SpotOffer, purchase};
 use model::plan::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
 use model::units::{HOURS_PER_MONTH, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
@@ -91,6 +92,42 @@ pub const FIELDS: &[FieldSpec] = &[
         default: "1",
         rule: Rule::NonNegative,
     },
+    FieldSpec {
+        key: "hours_a_day",
+        label: "Hours a day the replicas run",
+        unit: "hours",
+        default: "24",
+        rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "commit1",
+        label: "1-year commitment discount",
+        unit: "% off on demand",
+        default: "30",
+        rule: Rule::Percent,
+    },
+    FieldSpec {
+        key: "commit3",
+        label: "3-year commitment discount",
+        unit: "% off on demand",
+        default: "50",
+        rule: Rule::Percent,
+    },
+    FieldSpec { key: "spot", label: "Spot discount", unit: "% off on demand", default: "60", rule: Rule::Percent },
+    FieldSpec {
+        key: "interruptions",
+        label: "Spot interruptions per replica",
+        unit: "per month",
+        default: "2",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "lost_minutes",
+        label: "Work lost per interruption",
+        unit: "minutes",
+        default: "10",
+        rule: Rule::NonNegative,
+    },
     FieldSpec { key: "optimize", label: "Consider distillation or QAT", unit: "", default: "1", rule: Rule::Flag },
     FieldSpec {
         key: "extra",
@@ -135,6 +172,8 @@ pub struct Plan {
     pub capacity: Option<(CapacityCost, CapacityInput)>,
     /// Where the p99 shown with the capacity comes from and how far to trust it.
     pub latency_note: String,
+    /// With capacity: on demand, committed or on spot, over the next three years; or why not.
+    pub buying: Option<Result<Buying, String>>,
     pub baseline: Amortization,
     pub optimized: Option<(Amortization, BreakEven)>,
     pub uncertainty: Option<Uncertainty>,
@@ -155,6 +194,7 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
     let retrains = c.num("retrains");
     let training = c.num("training");
     let mut latency_note = String::new();
+    let mut buying_plan = None;
     let (serving, serving_note, capacity) = if form.flag("derive") {
         let hourly = c.num("hourly");
         let throughput = c.num("throughput");
@@ -169,6 +209,18 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         let slo_ms = c.num("slo_ms");
         let cv = c.num("cv");
         let concurrency = c.num("concurrency");
+        let hours_a_day = c.num("hours_a_day");
+        if hours_a_day > 24.0 {
+            c.errors.push("Hours a day the replicas run: must be at most 24".into());
+        }
+        let offers = Offers {
+            running_share: hours_a_day / 24.0,
+            one_year_off: c.num("commit1") / 100.0,
+            three_year_off: c.num("commit3") / 100.0,
+            spot_off: c.num("spot") / 100.0,
+            interruptions_per_month: c.num("interruptions"),
+            lost_minutes: c.num("lost_minutes"),
+        };
         if concurrency < 1.0 || concurrency.fract() != 0.0 {
             c.errors.push("Requests one replica serves at once: must be a whole number, at least 1".into());
         }
@@ -228,6 +280,7 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
             usd(cost.monthly_serving_usd.0),
             count(requests),
         );
+        buying_plan = Some(buying(&input, growth, &offers));
         (cost.serving_cost_per_request_usd.0, note, Some((cost, input)))
     } else {
         (c.num("serving"), "entered".to_string(), None)
@@ -318,6 +371,7 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         serving_note,
         capacity,
         latency_note,
+        buying: buying_plan,
         baseline,
         optimized,
         uncertainty,
@@ -344,6 +398,104 @@ impl Plan {
                 .unwrap_or(f64::NAN),
         }
     }
+}
+
+/// How far ahead purchase options are compared: the longest commitment term.
+pub const HORIZON_MONTHS: i32 = 36;
+
+/// The purchase options entered, as shares.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Offers {
+    running_share: f64,
+    one_year_off: f64,
+    three_year_off: f64,
+    spot_off: f64,
+    interruptions_per_month: f64,
+    lost_minutes: f64,
+}
+
+/// The plan's replicas bought on demand, committed for one or three years, or on spot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buying {
+    pub on_demand_hourly: f64,
+    /// Replicas needed in each month of [`HORIZON_MONTHS`], at the growth rate.
+    pub replicas: Vec<u32>,
+    pub running_share: f64,
+    pub spot_hourly: f64,
+    pub interruptions_per_month: f64,
+    pub lost_minutes: f64,
+    pub plan: PurchasePlan,
+}
+
+impl Buying {
+    /// On demand's cost a month over the first `months`, averaged.
+    pub fn on_demand_monthly(&self, months: usize) -> f64 {
+        self.replicas_hours(months) * self.on_demand_hourly
+    }
+
+    /// Replica-hours run a month over the first `months`, averaged.
+    fn replicas_hours(&self, months: usize) -> f64 {
+        let months = months.min(self.replicas.len()).max(1);
+        let replicas: f64 = self.replicas[..months].iter().map(|&n| f64::from(n)).sum();
+        replicas / months as f64 * HOURS_PER_MONTH * self.running_share
+    }
+
+    /// The commitment that saves most a month, if any saves.
+    pub fn best(&self) -> Option<&CommitmentPlan> {
+        self.plan.commitments.iter().filter(|c| c.replicas > 0 && c.saving_usd.0 > 0.0).max_by(|a, b| {
+            (a.saving_usd.0 / f64::from(a.term_months)).total_cmp(&(b.saving_usd.0 / f64::from(b.term_months)))
+        })
+    }
+}
+
+/// The replicas each month of the next three years needs (the capacity model at that month's
+/// volume), and what each way of buying them costs ([`model::plan::purchase`]).
+fn buying(input: &CapacityInput, growth: f64, offers: &Offers) -> Result<Buying, String> {
+    let mut replicas = Vec::with_capacity(HORIZON_MONTHS as usize);
+    for month in 0..HORIZON_MONTHS {
+        let volume = input.requests_per_month.0 * (1.0 + growth).powi(month);
+        let cost = capacity_cost(&CapacityInput { requests_per_month: PerMonth(volume), ..*input }).map_err(|e| {
+            format!(
+                "At {:.0} % growth a month, month {} ({} requests) cannot be sized: {}",
+                growth * 100.0,
+                month + 1,
+                count(volume),
+                e.reason
+            )
+        })?;
+        replicas.push(cost.replicas);
+    }
+    let o = input.replica_price.0;
+    let commitment = |name: &str, term_months: u32, off: f64| CommitmentOffer {
+        name: name.into(),
+        term_months,
+        hourly_usd: UsdPerHour(o * (1.0 - off)),
+    };
+    let spot_hourly = o * (1.0 - offers.spot_off);
+    let plan = purchase(&PurchaseInput {
+        on_demand_hourly_usd: UsdPerHour(o),
+        replicas_by_month: replicas.clone(),
+        running_share: offers.running_share,
+        commitments: vec![
+            commitment("1-year commitment", 12, offers.one_year_off),
+            commitment("3-year commitment", 36, offers.three_year_off),
+        ],
+        spot: Some(SpotOffer {
+            hourly_usd: UsdPerHour(spot_hourly),
+            interruptions_per_hour: offers.interruptions_per_month / HOURS_PER_MONTH,
+            hours_lost_per_interruption: offers.lost_minutes / 60.0,
+        }),
+    })
+    .map_err(|e| format!("{}: {}", e.field, e.reason))?;
+    Ok(Buying {
+        on_demand_hourly: o,
+        replicas,
+        running_share: offers.running_share,
+        spot_hourly,
+        interruptions_per_month: offers.interruptions_per_month,
+        lost_minutes: offers.lost_minutes,
+        plan,
+    })
 }
 
 /// Reads fields, keeping every reason one is wrong.
@@ -522,6 +674,20 @@ pub fn PlannerPage() -> impl IntoView {
                 </fieldset>
                 }.into_any()}
                 {view! {
+                <Show when=move || form.flag("derive")>
+                <fieldset>
+                    <legend>"Buying the replicas"</legend>
+                    <p class="hint">"Your offers, as discounts off the price of one replica above: they vary by instance type, region and term, and the price catalog can hold them (purchase options one_year, three_year, spot)."</p>
+                    <NumberField form key="hours_a_day" hint="24 for always on; fewer where the fleet is scaled down at night. A commitment is paid for every hour."/>
+                    <NumberField form key="commit1"/>
+                    <NumberField form key="commit3"/>
+                    <NumberField form key="spot"/>
+                    <NumberField form key="interruptions" hint="Per month a replica runs on spot."/>
+                    <NumberField form key="lost_minutes" hint="Until a replacement serves again, or the batch redone."/>
+                </fieldset>
+                </Show>
+                }.into_any()}
+                {view! {
                 <fieldset>
                     <legend>"Distillation or quantization-aware training"</legend>
                     <FlagField form key="optimize"/>
@@ -639,6 +805,7 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
             {p.optimized.clone().map(|(o, be)| view! { <Verdict o be/> })}
         </div>
         {p.capacity.clone().map(|(c, _)| view! { <Capacity c note=p.latency_note.clone()/> })}
+        {p.buying.clone().map(|b| view! { <PurchaseOptions b/> })}
         <p class="note" data-out="serving-note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
         {p.uncertainty.clone().map(|u| view! {
             <div class="card">
@@ -677,6 +844,109 @@ fn Capacity(c: CapacityCost, note: String) -> impl IntoView {
             </dl>
         </div>
     }
+}
+
+/// On demand, committed or spot: each option's price, what to commit and what it saves.
+#[component]
+fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
+    let b = match b {
+        Ok(b) => b,
+        Err(why) => {
+            return view! {
+                <div class="card" data-card="purchase">
+                    <h2>"Buying the replicas"</h2>
+                    <p data-out="purchase-verdict">{why}</p>
+                </div>
+            }
+            .into_any();
+        }
+    };
+    let share =
+        |saving: f64, of: f64| if of > 0.0 { format!(" ({:.0} %)", saving / of * 100.0) } else { String::new() };
+    let verdict = match b.best() {
+        Some(c) => format!(
+            "Commit {} for {} months: saves {} over the term{} against on demand.",
+            if c.replicas == 1 {
+                "1 replica".to_string()
+            } else {
+                format!("{} replicas", grouped(f64::from(c.replicas)))
+            },
+            c.term_months,
+            usd(c.saving_usd.0),
+            share(c.saving_usd.0, c.on_demand_term_cost_usd.0),
+        ),
+        None => "Stay on demand: no commitment pays off at these volumes and hours.".to_string(),
+    };
+    let break_even = b
+        .plan
+        .commitments
+        .iter()
+        .map(|c| format!("{:.0} % of its hours for the {}", c.break_even_utilization * 100.0, c.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = b.plan.commitments.iter().map(|c| {
+        let hourly = c.break_even_utilization * b.on_demand_hourly;
+        view! {
+            <tr data-option=c.term_months.to_string()>
+                <th>{c.name.clone()}</th>
+                <td class="num">{usd(hourly)}</td>
+                <td class="num" data-out=format!("commit-{}", c.term_months)>{grouped(f64::from(c.replicas))}</td>
+                <td class="num">{usd(c.monthly_average_usd.0)}</td>
+                <td class="num" data-out=format!("saving-{}", c.term_months)>{format!("{}{}", usd(c.saving_usd.0), share(c.saving_usd.0, c.on_demand_term_cost_usd.0))}</td>
+            </tr>
+        }
+    }).collect_view();
+    let year = 12;
+    let spot = b.plan.spot.map(|s| match (s.useful_hourly_usd, s.interruption_hourly_usd) {
+        (Some(useful), Some(lost)) => {
+            let monthly = b.replicas_hours(year) * useful.0;
+            let saving = b.on_demand_monthly(year) - monthly;
+            view! {
+                <tr data-option="spot">
+                    <th>"Spot"</th>
+                    <td class="num" data-out="spot-hourly">{format!("{} ({} lost)", usd(useful.0), usd(lost.0))}</td>
+                    <td class="num">"—"</td>
+                    <td class="num">{usd(monthly)}</td>
+                    <td class="num" data-out="spot-saving">{format!("{} a month{}", usd(saving), share(saving, b.on_demand_monthly(year)))}</td>
+                </tr>
+            }
+            .into_any()
+        }
+        _ => view! {
+            <tr data-option="spot"><th>"Spot"</th><td colspan="4" data-out="spot-hourly">"Never finishes: each hour loses more than an hour to interruptions."</td></tr>
+        }
+        .into_any(),
+    });
+    view! {
+        <div class="card" data-card="purchase">
+            <h2>"Buying the replicas"</h2>
+            <p class="big" data-out="purchase-verdict">{verdict}</p>
+            <div tabindex="0" class="table-wrap"><table class="purchase">
+                <thead><tr><th>"Option"</th><th class="num">"Per replica-hour"</th><th class="num">"Replicas to commit"</th><th class="num">"Average a month"</th><th class="num">"Saving against on demand"</th></tr></thead>
+                <tbody>
+                    <tr data-option="on-demand">
+                        <th>"On demand"</th>
+                        <td class="num">{usd(b.on_demand_hourly)}</td>
+                        <td class="num">"—"</td>
+                        <td class="num" data-out="on-demand-monthly">{usd(b.on_demand_monthly(year))}</td>
+                        <td class="num">"—"</td>
+                    </tr>
+                    {rows}
+                    {spot}
+                </tbody>
+            </table></div>
+            <p class="sub" data-out="purchase-note">{format!(
+                "Replicas needed month by month at the growth rate, {} now and {} in month 36, running {:.0} hours a day. A committed replica is paid for every hour of its term and pays off where it would otherwise run on demand more than {break_even}. Averages over the first 12 months for on demand and spot, over the term for commitments. Spot: {} an hour plus {:.1} interruptions a month of {:.0} minutes lost each; a fleet serving an SLO on spot also needs spare replicas while one is replaced, which this does not add.",
+                b.replicas.first().copied().unwrap_or(0),
+                b.replicas.last().copied().unwrap_or(0),
+                b.running_share * 24.0,
+                usd(b.spot_hourly),
+                b.interruptions_per_month,
+                b.lost_minutes,
+            )}</p>
+        </div>
+    }
+    .into_any()
 }
 
 #[component]
@@ -825,6 +1095,43 @@ mod tests {
             assert_eq!(plan(&bad, &[]).unwrap_err(), vec!["Minimum replicas: must be a whole number".to_string()]);
             let unreachable = form(&[("derive", "1"), ("throughput", "400"), ("slo_ms", "0.1")]);
             assert!(plan(&unreachable, &[]).unwrap_err()[0].starts_with("Latency SLO (p99): is below"));
+        })
+    }
+
+    #[test]
+    fn buying_the_replicas_commits_what_each_term_needs_throughout() {
+        owned(|| {
+            // 1,000 requests/s at 400 a replica and 60 %: 5 replicas now; 5 % growth a month makes
+            // 6 from month 5, 7 from month 9, 8 in month 12.
+            let at = |extra: &[(&str, &str)]| {
+                let mut pairs = vec![("derive", "1"), ("requests", "2628M"), ("hourly", "2.50"), ("throughput", "400")];
+                pairs.extend_from_slice(extra);
+                plan(&form(&pairs), &[]).unwrap().buying.unwrap()
+            };
+            let b = at(&[]).unwrap();
+            assert_eq!(&b.replicas[..12], [5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 8]);
+            let one_year = &b.plan.commitments[0];
+            // 30 % off: a committed replica must be needed over 70 % of the year; the sixth is
+            // needed 8 months of 12 (67 %), so five, each saving $0.75 × 8,760 hours.
+            assert_eq!((one_year.term_months, one_year.replicas), (12, 5));
+            assert!((one_year.saving_usd.0 - 5.0 * 0.75 * 8_760.0).abs() < 1e-6, "{one_year:?}");
+            assert!(b.best().is_some());
+            // Spot at 60 % off, 2 interruptions a month of 10 minutes: 1/2,190 of the hours lost.
+            let spot = b.plan.spot.unwrap();
+            assert!((spot.useful_hourly_usd.unwrap().0 - 1.0 / (1.0 - 1.0 / 2_190.0)).abs() < 1e-12, "{spot:?}");
+
+            // Half the day at 30 % and 50 % off: a committed replica is never worth it.
+            let b = at(&[("hours_a_day", "12")]).unwrap();
+            assert!(b.plan.commitments.iter().all(|c| c.replicas == 0), "{:?}", b.plan);
+            assert!(b.best().is_none());
+            assert!(
+                plan(&form(&[("derive", "1"), ("hours_a_day", "25")]), &[])
+                    .unwrap_err()
+                    .contains(&"Hours a day the replicas run: must be at most 24".to_string())
+            );
+            // Growth past what can be sized within three years says so instead of a table.
+            let why = at(&[("growth", "200")]).unwrap_err();
+            assert!(why.starts_with("At 200 % growth a month, month "), "{why}");
         })
     }
 
