@@ -12,8 +12,8 @@
 //! C(k) − C(k − 1) = H·(c·T − o·h·#{m : n_m ≥ k}), which grows with k (C is convex). It pays
 //! off while h·#{m : n_m ≥ k} ÷ T > c ÷ o: **c ÷ o is the break-even utilisation**, the share
 //! of the term's hours a committed replica must otherwise have run on demand, and the best
-//! commitment is the largest k that beats it (none where c ≥ o·h; a replica exactly at the
-//! break-even saves nothing and is not committed).
+//! commitment is the largest k that beats it (none where c ≥ o·h; a replica at the
+//! break-even, within rounding, saves nothing and is not committed).
 //!
 //! **Spot** charges s an hour but is taken back r times per hour running, each interruption
 //! losing L hours of the replica's work (its replacement and warm-up, or the batch redone). Of
@@ -142,7 +142,8 @@ impl PurchaseInput {
             return Err(FieldError::new("commitments", format!("at most {MAX_OFFERS} offers")));
         }
         for c in &self.commitments {
-            if c.name.trim().is_empty() || c.name.chars().count() > 64 || c.name.chars().any(char::is_control) {
+            let hidden = |ch: char| ch.is_control() || crate::wire::validate::invisible(ch);
+            if c.name.trim().is_empty() || c.name.chars().count() > 64 || c.name.chars().any(hidden) {
                 return Err(FieldError::new("commitments.name", "must be 1 to 64 printable characters"));
             }
             if !(1..=MAX_MONTHS).contains(&c.term_months) {
@@ -175,12 +176,14 @@ pub fn purchase(input: &PurchaseInput) -> Result<PurchasePlan, ModelError> {
             // months(k) = #{m : n_m ≥ k}: with needs in decreasing order, the k-th replica is
             // needed in the months up to the last whose need is at least k.
             let months = |k: u32| needs.partition_point(|&n| n >= k) as f64;
-            // The largest k whose months of need beat the break-even (months(k) falls with k).
+            // The largest k whose months of need beat the break-even (months(k) falls with k),
+            // by more than rounding: at 16.8 hours a day, h = 0.7000000000000001 would otherwise
+            // "beat" 30 % off and commit every replica to save a trillionth of a dollar.
             let most = needs.first().copied().unwrap_or(0);
             let (mut low, mut high) = (0u32, most);
             while low < high {
                 let mid = low + (high - low).div_ceil(2);
-                if o * h * months(mid) > c * term as f64 {
+                if o * h * months(mid) > c * term as f64 * (1.0 + 1e-9) {
                     low = mid;
                 } else {
                     high = mid - 1;
@@ -288,6 +291,7 @@ mod tests {
         assert_eq!(field(&|i| i.commitments[0].term_months = 0), "commitments.term_months");
         assert_eq!(field(&|i| i.commitments[0].hourly_usd = UsdPerHour(-1.0)), "commitments.hourly_usd");
         assert_eq!(field(&|i| i.commitments[0].name = "\u{0}".into()), "commitments.name");
+        assert_eq!(field(&|i| i.commitments[0].name = "1-year\u{202E}raey-3".into()), "commitments.name");
         assert_eq!(field(&|i| i.commitments = vec![i.commitments[0].clone(); 9]), "commitments");
         assert_eq!(
             field(&|i| {
@@ -308,19 +312,22 @@ mod tests {
         #[test]
         fn the_commitment_is_the_cheapest_size(
             needs in proptest::collection::vec(0u32..40, 1..40),
-            share in 0.05f64..=1.0, c in 0.0f64..1.5, term in 1u32..48,
+            share in 0.05f64..=1.0, c in 0.0f64..1.5, term in 1u32..48, o in 0.01f64..20.0,
         ) {
-            let i = input(needs, share, c, term);
+            // c is the commitment's price as a share of on demand's.
+            let mut i = input(needs, share, c * o, term);
+            i.on_demand_hourly_usd = UsdPerHour(o);
             let plan = &purchase(&i).unwrap().commitments[0];
             let cost = |k: u32| -> f64 {
                 (0..term as usize).map(|m| {
                     let n = i.needed(m);
-                    f64::from(k) * c + f64::from(n.saturating_sub(k)) * share
+                    f64::from(k) * c * o + f64::from(n.saturating_sub(k)) * share * o
                 }).sum::<f64>() * HOURS_PER_MONTH
             };
             let most = i.replicas_by_month.iter().copied().max().unwrap();
             let best = (0..=most + 2).map(cost).fold(f64::INFINITY, f64::min);
-            let tolerance = 1e-9 * best.max(1.0);
+            // The rule leaves out replicas within rounding of the break-even.
+            let tolerance = 1e-7 * best.max(1.0);
             prop_assert!((plan.term_cost_usd.0 - best).abs() <= tolerance, "{plan:?} vs {best}");
             prop_assert!((plan.term_cost_usd.0 - cost(plan.replicas)).abs() <= tolerance);
             prop_assert!((plan.on_demand_term_cost_usd.0 - cost(0)).abs() <= tolerance);

@@ -71,7 +71,7 @@ fn text(field: &str, value: &str, required: bool) -> Check {
 
 /// Unicode's format characters (category Cf) that hide text or reorder it: zero-width ones,
 /// direction marks, embeddings, overrides and isolates, the byte-order mark, tags.
-fn invisible(c: char) -> bool {
+pub(crate) fn invisible(c: char) -> bool {
     matches!(
         c,
         '\u{00AD}'

@@ -587,12 +587,15 @@ fn stored_digest(row: &DigestRow) -> Option<SuiteDigest> {
         .flatten()
 }
 
-/// The newest runs of any node with the suite `$1` (the endpoint suite) whose digest holds an
-/// LLM engine: a walk of the partial index `run_suites_llm`.
+/// The newest runs of any node with the suite `$1` (the endpoint suite) whose digest, written
+/// by this reading of runs (or kept when retention removed the measurements), holds an LLM
+/// engine: a walk of the partial index `run_suites_llm`, stale rows skipped before the limit.
 fn recent_llm_digests_sql(limit: u32) -> String {
     format!(
         "{DIGEST_SELECT} FROM run_suites rs JOIN nodes n ON n.id = rs.node_id \
-         WHERE rs.suite = $1 AND rs.llm = 1 ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}"
+         WHERE rs.suite = $1 AND rs.llm = 1 \
+         AND (rs.digest_version = {DIGEST_VERSION} OR rs.measurements_removed_at_ms IS NOT NULL) \
+         ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}"
     )
 }
 
