@@ -81,18 +81,24 @@ test('planner: the cost per request follows the volume without a page load; bad 
   await page.locator('[data-out=capacity-monthly]', { hasText: '$5,475.00 a month' }).waitFor();
   await noNaN(page);
   // Buying those three replicas, needed all three years: 50 % off for three years saves more
-  // a month than 30 % off for one; run half the day, neither pays for its idle hours.
+  // a month than 30 % off for one; with no discount nothing is worth committing.
   const buying = page.locator('[data-out=purchase-verdict]');
   await buying.filter({ hasText: 'Commit 3 replicas for 36 months: saves $98,550.00 over the term (50 %) against on demand.' }).waitFor();
   assert.equal(await page.locator('[data-out=commit-12]').innerText(), '3');
   assert.equal(await page.locator('[data-out=saving-12]').innerText(), '$19,710.00 (30 %)');
-  assert.equal(await page.locator('[data-out=on-demand-monthly]').innerText(), '$5,475.00');
+  assert.equal(await page.locator('[data-out=on-demand-12]').innerText(), '$5,475.00');
   assert.match(await page.locator('[data-out=spot-hourly]').innerText(), /^\$1\.00 \(\$0\.000457 lost\)$/);
   await review(page, 'planner-purchase-1280');
-  await page.fill('#f-hours_a_day', '12');
+  await page.fill('#f-commit1', '0');
+  await page.fill('#f-commit3', '0');
   await buying.filter({ hasText: /^Stay on demand/ }).waitFor();
   assert.equal(await page.locator('[data-out=commit-36]').innerText(), '0');
-  await page.fill('#f-hours_a_day', '24');
+  // A discount of 100 % is refused in the card; the cost per request still answers.
+  await page.fill('#f-commit3', '100');
+  await buying.filter({ hasText: '3-year commitment discount: must be from 0 to below 100 %' }).waitFor();
+  assert.equal(await cost.innerText(), '$0.0255');
+  await page.fill('#f-commit1', '30');
+  await page.fill('#f-commit3', '50');
   await noNaN(page);
 
   // The worked example: $1,000 of training a month over 1M requests is $0.001 a request;
@@ -175,6 +181,12 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   await page.fill('#f-slo', '5');
   await page.fill('#f-scale', '1');
   await rec.waitFor();
+  // Bought on a 1-year commitment: the shipped catalog lists on-demand prices only, and the
+  // page says so beside the node rather than pricing it silently.
+  await page.selectOption('#f-option', 'one_year');
+  await page.locator('table.hardware', { hasText: 'the catalog lists no 1-year commitment price for this type' }).waitFor();
+  await page.selectOption('#f-option', 'on_demand');
+  await page.locator('table.hardware', { hasText: /\$0\.357\/h.*price from price catalog v1/s }).waitFor();
   await review(page, 'right-sizing-1280');
   await page.setViewportSize(PHONE);
   await review(page, 'right-sizing-390');

@@ -3,6 +3,7 @@
 
 use model::plan::rightsize::Hardware;
 use model::wire::measured::TransportPoint;
+use model::wire::view::PriceOffer;
 use model::{RunDetail, RunSummary};
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,16 @@ pub struct MeasuredNode {
     pub others_of_type: u32,
     /// Service times per precision and batch, priced at `hourly_usd` (0 when unknown).
     pub hardware: Hardware,
+    /// The catalog's prices of its instance type under each purchase option it lists.
+    #[serde(default)]
+    pub offers: Vec<PriceOffer>,
+}
+
+impl MeasuredNode {
+    /// The catalog's price under `purchase_option`, if it lists one.
+    pub fn offer(&self, purchase_option: &str) -> Option<&PriceOffer> {
+        self.offers.iter().find(|o| o.purchase_option == purchase_option)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -74,6 +74,54 @@ async fn the_shipped_catalog_is_there_on_first_start_and_imports_make_versions()
     }
 }
 
+/// The Planner and Right-sizing read each measured node's catalog prices under every purchase
+/// option its instance type is listed with, the newest row of each.
+#[tokio::test]
+async fn a_measured_node_carries_its_types_price_under_each_purchase_option() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let finance = app.user_token(Role::Finance).await;
+        let viewer = app.user_token(Role::Viewer).await;
+        let (_, _, csv) = export(&app, &viewer).await;
+        let extra = "aws,c7i.2xlarge,,0,8,16,0.224,one_year,us-east-1,Test 1-year sheet,2026-11-01\n\
+                     aws,c7i.2xlarge,,0,8,16,0.250,one_year,us-west-2,Older 1-year sheet,2025-11-01\n\
+                     aws,c7i.2xlarge,,0,8,16,0.1071,spot,us-east-1,Test spot history,2026-11-02\n";
+        let (status, body) = import(&app, &finance, &format!("{csv}{extra}")).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let agent = app.store.upsert_agent("agent-1", &headroom_server::auth::hash_token("s")).await.unwrap();
+        let mut run = common::fleet_run("priced-by-catalog", 1_796_000_000_000, 1.0);
+        run.node.hourly_usd = None;
+        app.store.insert_run(&agent, &run).await.unwrap();
+        let fleet: Value = app
+            .http
+            .post(app.url("/srv/measured_nodes"))
+            .bearer_auth(&viewer)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let node = &fleet["nodes"][0];
+        assert_eq!(node["hourly_usd"], 0.357, "{}: on demand, from the shipped rows: {fleet}", db.backend);
+        let offers: Vec<(String, f64, String)> = node["offers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let text = |k: &str| o[k].as_str().unwrap().to_string();
+                (text("purchase_option"), o["hourly_usd"].as_f64().unwrap(), text("source"))
+            })
+            .collect();
+        let options: Vec<(&str, f64)> = offers.iter().map(|(o, p, _)| (o.as_str(), *p)).collect();
+        assert_eq!(options, [("on_demand", 0.357), ("spot", 0.1071), ("one_year", 0.224)], "{}", db.backend);
+        assert_eq!(offers[2].2, "price catalog v2 (Test 1-year sheet, as of 2026-11-01)");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}
+
 #[tokio::test]
 async fn a_wrong_catalog_is_refused_cell_by_cell_and_changes_nothing() {
     for db in databases().await {

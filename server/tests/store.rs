@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{databases, sample_run};
+use common::{databases, fleet_run, sample_run};
 use headroom_server::auth::{self, Role};
 use headroom_server::store::{RunFilter, Store};
 use model::{RunStatus, Suite};
@@ -327,63 +327,6 @@ async fn concurrent_demotions_always_leave_an_admin() {
 /// A run of `node` with a quantization and a transport suite the pages read: FP32 and INT8
 /// latencies at two batch sizes, an FP32 throughput, and closed-loop HTTP round trips with
 /// their CPU cost at two payloads.
-fn fleet_run(node: &str, started_at_ms: i64, scale: f64) -> model::RunUpload {
-    use model::{Measurement, MeasurementStatus, Unit};
-    use std::collections::BTreeMap;
-    let m = |suite: Suite, case: &str, params: &[(&str, &str)], value: f64| Measurement {
-        suite,
-        case: case.into(),
-        parameters: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-        unit: Unit::Seconds,
-        status: MeasurementStatus::Ok,
-        reason: None,
-        stats: Some(common::stats(value)),
-        floor: None,
-        histogram: None,
-    };
-    let mut run = sample_run(node);
-    run.started_at_ms = started_at_ms;
-    run.finished_at_ms = started_at_ms + 5_000;
-    for batch in ["1", "8"] {
-        let b: f64 = batch.parse().unwrap();
-        run.measurements.push(m(
-            Suite::Quant,
-            "mlp_latency",
-            &[("variant", "fp32"), ("precision", "fp32"), ("batch", batch)],
-            1e-4 * b * scale,
-        ));
-        run.measurements.push(m(
-            Suite::Quant,
-            "mlp_latency",
-            &[("variant", "int8"), ("precision", "int8"), ("batch", batch)],
-            4e-5 * b * scale,
-        ));
-    }
-    run.measurements.push(m(Suite::Quant, "mlp_accuracy_delta", &[("variant", "int8")], -0.002));
-    run.measurements.push(m(Suite::Quant, "mlp_throughput", &[("variant", "fp32"), ("batch", "8")], 8e4 / scale));
-    for payload in ["1024", "65536"] {
-        let base =
-            [("transport", "http_json"), ("load", "closed"), ("in_flight", "1"), ("placement", "different_cores")];
-        let with = |extra: &[(&'static str, &'static str)]| base.iter().chain(extra).copied().collect::<Vec<_>>();
-        let p: f64 = payload.parse().unwrap();
-        run.measurements.push(m(
-            Suite::Transport,
-            "round_trip",
-            &with(&[("payload_bytes", payload)]),
-            5e-5 * scale + p * 1e-10,
-        ));
-        for side in ["client", "server"] {
-            run.measurements.push(m(
-                Suite::Transport,
-                "cpu_per_request",
-                &with(&[("payload_bytes", payload), ("side", side)]),
-                2e-5 * scale,
-            ));
-        }
-    }
-    run
-}
-
 /// The same reading, up to the last bit a JSON round trip of a float may change.
 fn same_digest(a: &model::wire::measured::SuiteDigest, b: &model::wire::measured::SuiteDigest) -> bool {
     let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * x.abs().max(y.abs());
@@ -873,7 +816,9 @@ async fn the_llm_page_finds_a_load_test_of_an_llm_server_however_many_other_endp
         let agent_id = agent(&app.store).await;
         let t0 = 1_796_000_000_000;
         let llm = llm_run("llm-node", t0);
+        let older = llm_run("llm-node-2", t0 - 60_000);
         app.store.insert_run(&agent_id, &llm).await.unwrap();
+        app.store.insert_run(&agent_id, &older).await.unwrap();
         // More plain endpoint runs since than the page ever read before it had its own index.
         for i in 1..=60 {
             let run = http_endpoint_run(&format!("web-{}", i % 3), t0 + i * 60_000);
@@ -882,7 +827,8 @@ async fn the_llm_page_finds_a_load_test_of_an_llm_server_however_many_other_endp
         let found = |runs: Vec<headroom_server::store::RunDigest>| {
             runs.into_iter().map(|r| (r.run_id, r.digest.llm.is_some())).collect::<Vec<_>>()
         };
-        assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), [(llm.run_id, true)], "{backend}");
+        let both = [(llm.run_id, true), (older.run_id, true)];
+        assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), both, "{backend}");
 
         // The page offers it to a viewer, sizing with its engine.
         let viewer = app.user_token(Role::Viewer).await;
@@ -890,18 +836,24 @@ async fn the_llm_page_finds_a_load_test_of_an_llm_server_however_many_other_endp
         assert!(page.contains(&format!("value=\"{}\"", llm.run_id)), "{backend}: the picker offers the run: {page}");
 
         // A digest written by an older reading of runs is left out until the start-up backfill
-        // writes it again, flag and all.
+        // writes it again, flag and all, and does not take a current one's place.
         let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        sqlx::query("UPDATE run_suites SET digest_version = 0 WHERE run_id = $1")
+            .bind(llm.run_id.to_string())
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(found(app.store.recent_llm_digests(1).await.unwrap()), [(older.run_id, true)], "{backend}");
         sqlx::query("UPDATE run_suites SET digest_version = 0, digest = NULL, llm = 0")
             .execute(&mut conn)
             .await
             .unwrap();
         assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), [], "{backend}");
         app.store.refresh_digests().await.unwrap();
-        assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), [(llm.run_id, true)], "{backend}");
+        assert_eq!(found(app.store.recent_llm_digests(10).await.unwrap()), both, "{backend}");
         let (flagged,): (i64,) =
             sqlx::query_as("SELECT COUNT(*) FROM run_suites WHERE llm = 1").fetch_one(&mut conn).await.unwrap();
-        assert_eq!(flagged, 1, "{backend}: only the LLM run's endpoint digest");
+        assert_eq!(flagged, 2, "{backend}: only the LLM runs' endpoint digests");
         conn.close().await.ok();
         app.stop().await;
         db.drop_database().await;

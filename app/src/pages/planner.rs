@@ -93,13 +93,6 @@ pub const FIELDS: &[FieldSpec] = &[
         rule: Rule::NonNegative,
     },
     FieldSpec {
-        key: "hours_a_day",
-        label: "Hours a day the replicas run",
-        unit: "hours",
-        default: "24",
-        rule: Rule::Positive,
-    },
-    FieldSpec {
         key: "commit1",
         label: "1-year commitment discount",
         unit: "% off on demand",
@@ -172,8 +165,6 @@ pub struct Plan {
     pub capacity: Option<(CapacityCost, CapacityInput)>,
     /// Where the p99 shown with the capacity comes from and how far to trust it.
     pub latency_note: String,
-    /// With capacity: on demand, committed or on spot, over the next three years; or why not.
-    pub buying: Option<Result<Buying, String>>,
     pub baseline: Amortization,
     pub optimized: Option<(Amortization, BreakEven)>,
     pub uncertainty: Option<Uncertainty>,
@@ -194,7 +185,6 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
     let retrains = c.num("retrains");
     let training = c.num("training");
     let mut latency_note = String::new();
-    let mut buying_plan = None;
     let (serving, serving_note, capacity) = if form.flag("derive") {
         let hourly = c.num("hourly");
         let throughput = c.num("throughput");
@@ -209,18 +199,6 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         let slo_ms = c.num("slo_ms");
         let cv = c.num("cv");
         let concurrency = c.num("concurrency");
-        let hours_a_day = c.num("hours_a_day");
-        if hours_a_day > 24.0 {
-            c.errors.push("Hours a day the replicas run: must be at most 24".into());
-        }
-        let offers = Offers {
-            running_share: hours_a_day / 24.0,
-            one_year_off: c.num("commit1") / 100.0,
-            three_year_off: c.num("commit3") / 100.0,
-            spot_off: c.num("spot") / 100.0,
-            interruptions_per_month: c.num("interruptions"),
-            lost_minutes: c.num("lost_minutes"),
-        };
         if concurrency < 1.0 || concurrency.fract() != 0.0 {
             c.errors.push("Requests one replica serves at once: must be a whole number, at least 1".into());
         }
@@ -280,7 +258,6 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
             usd(cost.monthly_serving_usd.0),
             count(requests),
         );
-        buying_plan = Some(buying(&input, growth, &offers));
         (cost.serving_cost_per_request_usd.0, note, Some((cost, input)))
     } else {
         (c.num("serving"), "entered".to_string(), None)
@@ -371,7 +348,6 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         serving_note,
         capacity,
         latency_note,
-        buying: buying_plan,
         baseline,
         optimized,
         uncertainty,
@@ -403,24 +379,13 @@ impl Plan {
 /// How far ahead purchase options are compared: the longest commitment term.
 pub const HORIZON_MONTHS: i32 = 36;
 
-/// The purchase options entered, as shares.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Offers {
-    running_share: f64,
-    one_year_off: f64,
-    three_year_off: f64,
-    spot_off: f64,
-    interruptions_per_month: f64,
-    lost_minutes: f64,
-}
-
-/// The plan's replicas bought on demand, committed for one or three years, or on spot.
+/// The plan's replicas bought on demand, committed for one or three years, or on spot, each
+/// always running (as the capacity above is paid for).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buying {
     pub on_demand_hourly: f64,
     /// Replicas needed in each month of [`HORIZON_MONTHS`], at the growth rate.
     pub replicas: Vec<u32>,
-    pub running_share: f64,
     pub spot_hourly: f64,
     pub interruptions_per_month: f64,
     pub lost_minutes: f64,
@@ -428,72 +393,88 @@ pub struct Buying {
 }
 
 impl Buying {
-    /// On demand's cost a month over the first `months`, averaged.
-    pub fn on_demand_monthly(&self, months: usize) -> f64 {
-        self.replicas_hours(months) * self.on_demand_hourly
+    /// On demand's cost over the first `months`.
+    pub fn on_demand_over(&self, months: usize) -> f64 {
+        self.replica_hours(months) * self.on_demand_hourly
     }
 
-    /// Replica-hours run a month over the first `months`, averaged.
-    fn replicas_hours(&self, months: usize) -> f64 {
-        let months = months.min(self.replicas.len()).max(1);
-        let replicas: f64 = self.replicas[..months].iter().map(|&n| f64::from(n)).sum();
-        replicas / months as f64 * HOURS_PER_MONTH * self.running_share
+    /// Replica-hours run over the first `months`.
+    fn replica_hours(&self, months: usize) -> f64 {
+        let replicas: f64 = self.replicas.iter().take(months).map(|&n| f64::from(n)).sum();
+        replicas * HOURS_PER_MONTH
     }
 
-    /// The commitment that saves most a month, if any saves.
+    /// The commitment that saves most a month on average over its term, if any saves a cent.
     pub fn best(&self) -> Option<&CommitmentPlan> {
-        self.plan.commitments.iter().filter(|c| c.replicas > 0 && c.saving_usd.0 > 0.0).max_by(|a, b| {
-            (a.saving_usd.0 / f64::from(a.term_months)).total_cmp(&(b.saving_usd.0 / f64::from(b.term_months)))
-        })
+        let monthly = |c: &CommitmentPlan| c.saving_usd.0 / f64::from(c.term_months);
+        self.plan
+            .commitments
+            .iter()
+            .filter(|c| c.replicas > 0 && c.saving_usd.0 >= 0.005)
+            .max_by(|a, b| monthly(a).total_cmp(&monthly(b)))
     }
 }
 
 /// The replicas each month of the next three years needs (the capacity model at that month's
-/// volume), and what each way of buying them costs ([`model::plan::purchase`]).
-fn buying(input: &CapacityInput, growth: f64, offers: &Offers) -> Result<Buying, String> {
+/// volume, at least the minimum kept running) and the price of one; `None` without capacity.
+pub fn monthly_replicas(p: &Plan) -> Option<Result<(Vec<u32>, f64), String>> {
+    let (_, input) = p.capacity.as_ref()?;
     let mut replicas = Vec::with_capacity(HORIZON_MONTHS as usize);
     for month in 0..HORIZON_MONTHS {
-        let volume = input.requests_per_month.0 * (1.0 + growth).powi(month);
-        let cost = capacity_cost(&CapacityInput { requests_per_month: PerMonth(volume), ..*input }).map_err(|e| {
-            format!(
-                "At {:.0} % growth a month, month {} ({} requests) cannot be sized: {}",
-                growth * 100.0,
-                month + 1,
-                count(volume),
-                e.reason
-            )
-        })?;
-        replicas.push(cost.replicas);
+        // A volume that shrinks to nothing (growth of −100 %) keeps the minimum running.
+        let volume = (input.requests_per_month.0 * (1.0 + p.growth).powi(month)).max(1e-9);
+        match capacity_cost(&CapacityInput { requests_per_month: PerMonth(volume), ..*input }) {
+            Ok(cost) => replicas.push(cost.replicas),
+            Err(e) => {
+                return Some(Err(format!(
+                    "At {:.0} % growth a month, month {} ({} requests) cannot be sized: {}",
+                    p.growth * 100.0,
+                    month + 1,
+                    count(volume),
+                    e.reason
+                )));
+            }
+        }
     }
-    let o = input.replica_price.0;
+    Some(Ok((replicas, input.replica_price.0)))
+}
+
+/// What each way of buying `replicas` (one a month, [`monthly_replicas`]) at `hourly` on demand
+/// costs, with the discounts entered ([`model::plan::purchase`]); every bad field named.
+pub fn buying(form: &Form, replicas: &[u32], hourly: f64) -> Result<Buying, String> {
+    let mut c = Collect { form, errors: Vec::new() };
+    let (one_year, three_year, spot) = (c.num("commit1") / 100.0, c.num("commit3") / 100.0, c.num("spot") / 100.0);
+    let (interruptions, lost_minutes) = (c.num("interruptions"), c.num("lost_minutes"));
+    if !c.errors.is_empty() {
+        return Err(c.errors.join("; "));
+    }
     let commitment = |name: &str, term_months: u32, off: f64| CommitmentOffer {
         name: name.into(),
         term_months,
-        hourly_usd: UsdPerHour(o * (1.0 - off)),
+        hourly_usd: UsdPerHour(hourly * (1.0 - off)),
     };
-    let spot_hourly = o * (1.0 - offers.spot_off);
+    let spot_hourly = hourly * (1.0 - spot);
     let plan = purchase(&PurchaseInput {
-        on_demand_hourly_usd: UsdPerHour(o),
-        replicas_by_month: replicas.clone(),
-        running_share: offers.running_share,
+        on_demand_hourly_usd: UsdPerHour(hourly),
+        replicas_by_month: replicas.to_vec(),
+        running_share: 1.0,
         commitments: vec![
-            commitment("1-year commitment", 12, offers.one_year_off),
-            commitment("3-year commitment", 36, offers.three_year_off),
+            commitment("1-year commitment", 12, one_year),
+            commitment("3-year commitment", 36, three_year),
         ],
         spot: Some(SpotOffer {
             hourly_usd: UsdPerHour(spot_hourly),
-            interruptions_per_hour: offers.interruptions_per_month / HOURS_PER_MONTH,
-            hours_lost_per_interruption: offers.lost_minutes / 60.0,
+            interruptions_per_hour: interruptions / HOURS_PER_MONTH,
+            hours_lost_per_interruption: lost_minutes / 60.0,
         }),
     })
     .map_err(|e| format!("{}: {}", e.field, e.reason))?;
     Ok(Buying {
-        on_demand_hourly: o,
-        replicas,
-        running_share: offers.running_share,
+        on_demand_hourly: hourly,
+        replicas: replicas.to_vec(),
         spot_hourly,
-        interruptions_per_month: offers.interruptions_per_month,
-        lost_minutes: offers.lost_minutes,
+        interruptions_per_month: interruptions,
+        lost_minutes,
         plan,
     })
 }
@@ -624,6 +605,11 @@ pub fn PlannerPage() -> impl IntoView {
     let node_list = move || nodes.get().and_then(Result::ok).map(|n| n.nodes).unwrap_or_default();
     let service_list = move || nodes.get().and_then(Result::ok).map(|n| n.services).unwrap_or_default();
     let result = Memo::new(move |_| plan_with(&form, &node_list(), &service_list()));
+    // Buying the replicas: sized month by month when the plan changes, priced again when only
+    // the discounts do; an error in those fields stays in its card.
+    let months = Memo::new(move |_| result.get().ok().and_then(|p| monthly_replicas(&p)));
+    let buying_card =
+        Memo::new(move |_| months.get().map(|m| m.and_then(|(replicas, hourly)| buying(&form, &replicas, hourly))));
     view! {
         <Title text="Planner · Headroom"/>
         <h1>"Planner"</h1>
@@ -677,8 +663,7 @@ pub fn PlannerPage() -> impl IntoView {
                 <Show when=move || form.flag("derive")>
                 <fieldset>
                     <legend>"Buying the replicas"</legend>
-                    <p class="hint">"Your offers, as discounts off the price of one replica above: they vary by instance type, region and term, and the price catalog can hold them (purchase options one_year, three_year, spot)."</p>
-                    <NumberField form key="hours_a_day" hint="24 for always on; fewer where the fleet is scaled down at night. A commitment is paid for every hour."/>
+                    <p class="hint">"Your offers, as discounts off the price of one replica above: they vary by instance type, region and term. Picking a measured node fills them from the price catalog where it lists its type under one_year, three_year or spot. A commitment is paid for every hour of its term."</p>
                     <NumberField form key="commit1"/>
                     <NumberField form key="commit3"/>
                     <NumberField form key="spot"/>
@@ -724,7 +709,7 @@ pub fn PlannerPage() -> impl IntoView {
                             <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
                         </div>
                     }.into_any(),
-                    Ok(p) => view! { <PlanView p form/> }.into_any(),
+                    Ok(p) => view! { <PlanView p form buying=buying_card/> }.into_any(),
                 }}
             </section>
         </div>
@@ -764,6 +749,15 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
             if let Some(h) = n.hourly_usd {
                 form.signal("hourly").set(format!("{h}"));
             }
+            // The catalog's commitment and spot prices for its type, as discounts off its
+            // on-demand price.
+            let base = n.offer("on_demand").map(|o| o.hourly_usd).or(n.hourly_usd).filter(|b| *b > 0.0);
+            for (key, option) in [("commit1", "one_year"), ("commit3", "three_year"), ("spot", "spot")] {
+                if let (Some(base), Some(offer)) = (base, n.offer(option)) {
+                    let off = ((1.0 - offer.hourly_usd / base) * 100.0).clamp(0.0, 99.9);
+                    form.signal(key).set(format!("{off:.1}"));
+                }
+            }
         }
     };
     view! {
@@ -777,13 +771,13 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
                     view! { <option value=id.clone() selected=move || node.get() == id>{label}</option> }
                 }).collect_view()}
             </select>
-            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size) and its price where one is known."</p>
+            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size) and its price where one is known, and the discounts below from the price catalog's commitment and spot prices for its instance type where it lists them."</p>
         </div>
     }
 }
 
 #[component]
-fn PlanView(p: Plan, form: Form) -> impl IntoView {
+fn PlanView(p: Plan, form: Form, buying: Memo<Option<Result<Buying, String>>>) -> impl IntoView {
     // Read once for the charts: this view is rebuilt whenever the plan changes.
     let untracked = |key: &str| form.spec(key).check(&form.text_untracked(key)).unwrap_or(0.0);
     let (training, retrains) = (untracked("training"), untracked("retrains"));
@@ -805,7 +799,7 @@ fn PlanView(p: Plan, form: Form) -> impl IntoView {
             {p.optimized.clone().map(|(o, be)| view! { <Verdict o be/> })}
         </div>
         {p.capacity.clone().map(|(c, _)| view! { <Capacity c note=p.latency_note.clone()/> })}
-        {p.buying.clone().map(|b| view! { <PurchaseOptions b/> })}
+        {move || buying.get().map(|b| view! { <PurchaseOptions b/> })}
         <p class="note" data-out="serving-note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
         {p.uncertainty.clone().map(|u| view! {
             <div class="card">
@@ -846,7 +840,8 @@ fn Capacity(c: CapacityCost, note: String) -> impl IntoView {
     }
 }
 
-/// On demand, committed or spot: each option's price, what to commit and what it saves.
+/// On demand, committed or spot: each option's price, what to commit and what it saves, each
+/// against on demand over the same months.
 #[component]
 fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
     let b = match b {
@@ -855,14 +850,14 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             return view! {
                 <div class="card" data-card="purchase">
                     <h2>"Buying the replicas"</h2>
-                    <p data-out="purchase-verdict">{why}</p>
+                    <p class="problems" role="alert" data-out="purchase-verdict">{why}</p>
                 </div>
             }
             .into_any();
         }
     };
     let share =
-        |saving: f64, of: f64| if of > 0.0 { format!(" ({:.0} %)", saving / of * 100.0) } else { String::new() };
+        |saving: f64, of: f64| if of > 0.0 { format!(" ({} %)", signed(saving / of * 100.0)) } else { String::new() };
     let verdict = match b.best() {
         Some(c) => format!(
             "Commit {} for {} months: saves {} over the term{} against on demand.",
@@ -875,45 +870,54 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             usd(c.saving_usd.0),
             share(c.saving_usd.0, c.on_demand_term_cost_usd.0),
         ),
-        None => "Stay on demand: no commitment pays off at these volumes and hours.".to_string(),
+        None => "Stay on demand: no commitment saves anything at these volumes and discounts.".to_string(),
     };
     let break_even = b
         .plan
         .commitments
         .iter()
-        .map(|c| format!("{:.0} % of its hours for the {}", c.break_even_utilization * 100.0, c.name))
+        .map(|c| format!("{:.0} % of the hours of a {}", c.break_even_utilization * 100.0, c.name))
         .collect::<Vec<_>>()
-        .join(", ");
-    let rows = b.plan.commitments.iter().map(|c| {
-        let hourly = c.break_even_utilization * b.on_demand_hourly;
-        view! {
-            <tr data-option=c.term_months.to_string()>
-                <th>{c.name.clone()}</th>
-                <td class="num">{usd(hourly)}</td>
-                <td class="num" data-out=format!("commit-{}", c.term_months)>{grouped(f64::from(c.replicas))}</td>
-                <td class="num">{usd(c.monthly_average_usd.0)}</td>
-                <td class="num" data-out=format!("saving-{}", c.term_months)>{format!("{}{}", usd(c.saving_usd.0), share(c.saving_usd.0, c.on_demand_term_cost_usd.0))}</td>
-            </tr>
-        }
-    }).collect_view();
-    let year = 12;
+        .join(" or ");
+    let rows = b
+        .plan
+        .commitments
+        .iter()
+        .map(|c| {
+            let months = c.term_months;
+            view! {
+                <tr data-option=months.to_string()>
+                    <th>{c.name.clone()}</th>
+                    <td class="num">{usd(c.break_even_utilization * b.on_demand_hourly)}</td>
+                    <td class="num" data-out=format!("commit-{months}")>{grouped(f64::from(c.replicas))}</td>
+                    <td class="num">{months}</td>
+                    <td class="num">{usd(c.monthly_average_usd.0)}</td>
+                    <td class="num" data-out=format!("on-demand-{months}")>{usd(c.on_demand_term_cost_usd.0 / f64::from(months))}</td>
+                    <td class="num" data-out=format!("saving-{months}")>{format!("{}{}", usd(c.saving_usd.0), share(c.saving_usd.0, c.on_demand_term_cost_usd.0))}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    const SPOT_MONTHS: usize = 12;
+    let on_demand = b.on_demand_over(SPOT_MONTHS);
     let spot = b.plan.spot.map(|s| match (s.useful_hourly_usd, s.interruption_hourly_usd) {
         (Some(useful), Some(lost)) => {
-            let monthly = b.replicas_hours(year) * useful.0;
-            let saving = b.on_demand_monthly(year) - monthly;
+            let total = b.replica_hours(SPOT_MONTHS) * useful.0;
             view! {
                 <tr data-option="spot">
                     <th>"Spot"</th>
                     <td class="num" data-out="spot-hourly">{format!("{} ({} lost)", usd(useful.0), usd(lost.0))}</td>
                     <td class="num">"—"</td>
-                    <td class="num">{usd(monthly)}</td>
-                    <td class="num" data-out="spot-saving">{format!("{} a month{}", usd(saving), share(saving, b.on_demand_monthly(year)))}</td>
+                    <td class="num">{SPOT_MONTHS}</td>
+                    <td class="num">{usd(total / SPOT_MONTHS as f64)}</td>
+                    <td class="num">{usd(on_demand / SPOT_MONTHS as f64)}</td>
+                    <td class="num" data-out="spot-saving">{format!("{}{}", usd(on_demand - total), share(on_demand - total, on_demand))}</td>
                 </tr>
             }
             .into_any()
         }
         _ => view! {
-            <tr data-option="spot"><th>"Spot"</th><td colspan="4" data-out="spot-hourly">"Never finishes: each hour loses more than an hour to interruptions."</td></tr>
+            <tr data-option="spot"><th>"Spot"</th><td colspan="6" data-out="spot-hourly">"Never finishes: each hour paid loses at least an hour to interruptions."</td></tr>
         }
         .into_any(),
     });
@@ -922,24 +926,18 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             <h2>"Buying the replicas"</h2>
             <p class="big" data-out="purchase-verdict">{verdict}</p>
             <div tabindex="0" class="table-wrap"><table class="purchase">
-                <thead><tr><th>"Option"</th><th class="num">"Per replica-hour"</th><th class="num">"Replicas to commit"</th><th class="num">"Average a month"</th><th class="num">"Saving against on demand"</th></tr></thead>
-                <tbody>
-                    <tr data-option="on-demand">
-                        <th>"On demand"</th>
-                        <td class="num">{usd(b.on_demand_hourly)}</td>
-                        <td class="num">"—"</td>
-                        <td class="num" data-out="on-demand-monthly">{usd(b.on_demand_monthly(year))}</td>
-                        <td class="num">"—"</td>
-                    </tr>
-                    {rows}
-                    {spot}
-                </tbody>
+                <thead><tr>
+                    <th>"Option"</th><th class="num">"Per replica-hour"</th><th class="num">"Replicas to commit"</th>
+                    <th class="num">"Months"</th><th class="num">"Average a month"</th>
+                    <th class="num">"On demand, same months"</th><th class="num">"Saving over those months"</th>
+                </tr></thead>
+                <tbody>{rows}{spot}</tbody>
             </table></div>
             <p class="sub" data-out="purchase-note">{format!(
-                "Replicas needed month by month at the growth rate, {} now and {} in month 36, running {:.0} hours a day. A committed replica is paid for every hour of its term and pays off where it would otherwise run on demand more than {break_even}. Averages over the first 12 months for on demand and spot, over the term for commitments. Spot: {} an hour plus {:.1} interruptions a month of {:.0} minutes lost each; a fleet serving an SLO on spot also needs spare replicas while one is replaced, which this does not add.",
+                "Replicas needed month by month at the growth rate: {} now, {} in month 36, each always running, at {} an hour on demand. A committed replica is paid for every hour of its term and pays off where the fleet would otherwise run it on demand for more than {break_even}. Spot: {} an hour plus {} interruptions a month of {} minutes lost each; a fleet holding an SLO on spot also needs spare replicas while one is replaced, which this does not add.",
                 b.replicas.first().copied().unwrap_or(0),
                 b.replicas.last().copied().unwrap_or(0),
-                b.running_share * 24.0,
+                usd(b.on_demand_hourly),
                 usd(b.spot_hourly),
                 b.interruptions_per_month,
                 b.lost_minutes,
@@ -947,6 +945,16 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         </div>
     }
     .into_any()
+}
+
+/// A percentage with a true minus sign, as `usd` writes negative amounts.
+fn signed(x: f64) -> String {
+    let text = format!("{x:.0}");
+    match text.strip_prefix('-') {
+        Some(rest) if rest != "0" => format!("−{rest}"),
+        Some(_) => "0".into(),
+        None => text,
+    }
 }
 
 #[component]
@@ -1106,7 +1114,9 @@ mod tests {
             let at = |extra: &[(&str, &str)]| {
                 let mut pairs = vec![("derive", "1"), ("requests", "2628M"), ("hourly", "2.50"), ("throughput", "400")];
                 pairs.extend_from_slice(extra);
-                plan(&form(&pairs), &[]).unwrap().buying.unwrap()
+                let f = form(&pairs);
+                let (replicas, hourly) = monthly_replicas(&plan(&f, &[]).unwrap()).unwrap()?;
+                buying(&f, &replicas, hourly)
             };
             let b = at(&[]).unwrap();
             assert_eq!(&b.replicas[..12], [5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 8]);
@@ -1115,23 +1125,31 @@ mod tests {
             // needed 8 months of 12 (67 %), so five, each saving $0.75 × 8,760 hours.
             assert_eq!((one_year.term_months, one_year.replicas), (12, 5));
             assert!((one_year.saving_usd.0 - 5.0 * 0.75 * 8_760.0).abs() < 1e-6, "{one_year:?}");
+            assert!((b.on_demand_over(12) - one_year.on_demand_term_cost_usd.0).abs() < 1e-6);
             assert!(b.best().is_some());
             // Spot at 60 % off, 2 interruptions a month of 10 minutes: 1/2,190 of the hours lost.
             let spot = b.plan.spot.unwrap();
             assert!((spot.useful_hourly_usd.unwrap().0 - 1.0 / (1.0 - 1.0 / 2_190.0)).abs() < 1e-12, "{spot:?}");
 
-            // Half the day at 30 % and 50 % off: a committed replica is never worth it.
-            let b = at(&[("hours_a_day", "12")]).unwrap();
+            // No discount: nothing is committed and the verdict stays on demand.
+            let b = at(&[("commit1", "0"), ("commit3", "0")]).unwrap();
             assert!(b.plan.commitments.iter().all(|c| c.replicas == 0), "{:?}", b.plan);
             assert!(b.best().is_none());
-            assert!(
-                plan(&form(&[("derive", "1"), ("hours_a_day", "25")]), &[])
-                    .unwrap_err()
-                    .contains(&"Hours a day the replicas run: must be at most 24".to_string())
+            // A bad discount is named in the card; the plan itself still answers.
+            let f = form(&[("derive", "1"), ("commit3", "100")]);
+            let p = plan(&f, &[]).unwrap();
+            let (replicas, hourly) = monthly_replicas(&p).unwrap().unwrap();
+            assert_eq!(
+                buying(&f, &replicas, hourly).unwrap_err(),
+                "3-year commitment discount: must be from 0 to below 100 %"
             );
             // Growth past what can be sized within three years says so instead of a table.
             let why = at(&[("growth", "200")]).unwrap_err();
             assert!(why.starts_with("At 200 % growth a month, month "), "{why}");
+            // A volume that shrinks to nothing keeps the minimum running.
+            assert_eq!(&at(&[("growth", "-100")]).unwrap().replicas[1..3], [1, 1]);
+            // Without capacity there is nothing to buy by the hour.
+            assert_eq!(monthly_replicas(&plan(&form(&[]), &[]).unwrap()), None);
         })
     }
 

@@ -25,6 +25,10 @@ pub const KIND: &str = "right_sizing";
 
 const PRECISIONS: &[&str] = &["fp32", "fp16", "bf16", "int8"];
 
+/// How the measured nodes are bought: the price catalog's purchase options, and their names.
+const PURCHASE_OPTIONS: &[&str] = &["on_demand", "spot", "one_year", "three_year"];
+const PURCHASE_LABELS: &[&str] = &["On demand", "Spot", "1-year commitment", "3-year commitment"];
+
 pub const FIELDS: &[FieldSpec] = &[
     FieldSpec { key: "rate", label: "Request rate", unit: "requests / s", default: "2000", rule: Rule::Positive },
     FieldSpec { key: "slo", label: "Latency SLO", unit: "ms", default: "5", rule: Rule::Positive },
@@ -45,6 +49,13 @@ pub const FIELDS: &[FieldSpec] = &[
         unit: "×",
         default: "1",
         rule: Rule::Positive,
+    },
+    FieldSpec {
+        key: "option",
+        label: "Purchase option",
+        unit: "",
+        default: "on_demand",
+        rule: Rule::Choice(PURCHASE_OPTIONS),
     },
     FieldSpec {
         key: "fallback_price",
@@ -122,6 +133,8 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
     let activation = num("activation");
     let scale = num("scale");
     let fallback = num("fallback_price");
+    // The option's place in PURCHASE_OPTIONS (an unknown one is an error below).
+    let option_at = num("option");
     let picked = form.text("service");
     let service = services.iter().find(|m| !picked.is_empty() && m.run_id == picked).cloned();
     let service_price = service.as_ref().map(|_| num("svc_price"));
@@ -145,13 +158,23 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
     if !errors.is_empty() {
         return Err(errors);
     }
+    let at = (option_at as usize).min(PURCHASE_OPTIONS.len() - 1);
+    let (option, option_label) = (PURCHASE_OPTIONS[at], PURCHASE_LABELS[at]);
     let reference_nodes = if service.is_some() { &[][..] } else { nodes };
     let mut hardware: Vec<(Hardware, String)> = reference_nodes
         .iter()
         .map(|n| {
-            let (price, note) = match n.hourly_usd {
-                Some(p) => (p, format!("price from {}", n.price_source)),
-                None => (fallback, "no known price: the fallback price entered here".to_string()),
+            // The option picked where the catalog lists it for this type; else what is known,
+            // saying so.
+            let offer = n.offer(option).filter(|_| option != "on_demand");
+            let (price, note) = match (offer, n.hourly_usd) {
+                (Some(offer), _) => (offer.hourly_usd, format!("{option_label} price from {}", offer.source)),
+                (None, Some(p)) if option != "on_demand" => (
+                    p,
+                    format!("the catalog lists no {option_label} price for this type: price from {}", n.price_source),
+                ),
+                (None, Some(p)) => (p, format!("price from {}", n.price_source)),
+                (None, None) => (fallback, "no known price: the fallback price entered here".to_string()),
             };
             let mut hw = n.hardware.clone();
             hw.hourly_usd = UsdPerHour(price);
@@ -350,6 +373,8 @@ pub fn RightSizingPage() -> impl IntoView {
                     <NumberField form key="activation"/>
                     <NumberField form key="scale" hint="The agents time a reference model; if yours takes 40× its time per request, enter 40."/>
                     <NumberField form key="fallback_price"/>
+                    <ChoiceField form key="option" labels=PURCHASE_LABELS/>
+                    <p class="hint">"Prices each measured node at the price catalog's row for its instance type under this option, where it lists one. A commitment is paid for every hour of its term; spot can be taken back, so a fleet holding an SLO on it needs spare replicas this does not add."</p>
                 </fieldset>
                 }.into_any()}
                 {view! {
@@ -577,6 +602,64 @@ mod tests {
             let gone = [("service", "0b5e7a2c-ffff-4000-8000-000000000000")];
             let errors = size_with(&form(&gone), &[], std::slice::from_ref(&service)).unwrap_err();
             assert!(errors[0].starts_with("Your service: no stored load test"), "{errors:?}");
+        })
+    }
+
+    #[test]
+    fn a_purchase_option_prices_each_node_from_the_catalog_where_it_lists_one() {
+        use model::wire::view::PriceOffer;
+        owned(|| {
+            let node = |name: &str, offers: &[(&str, f64)]| MeasuredNode {
+                node_id: format!("id-{name}"),
+                hostname: name.into(),
+                run_id: "1c0ffee0-0000-4000-8000-000000000000".into(),
+                run_started_at_ms: 0,
+                hourly_usd: Some(1.0),
+                price_source: "price catalog v3 (list, as of 2026-11-01)".into(),
+                best_throughput_rps: Some(1000.0),
+                others_of_type: 0,
+                hardware: Hardware {
+                    instance_type: name.into(),
+                    hourly_usd: UsdPerHour(1.0),
+                    device_memory_bytes: Bytes(16.0 * 1024f64.powi(3)),
+                    source: Source::Measured { run_ids: vec![] },
+                    perf: vec![PerfPoint {
+                        precision: Precision::Fp32,
+                        batch_size: 1,
+                        service_time_mean_s: Seconds(0.001),
+                        service_time_cv: 0.5,
+                        accuracy_delta: 0.0,
+                        concurrency: 1,
+                    }],
+                },
+                offers: offers
+                    .iter()
+                    .map(|(o, p)| PriceOffer {
+                        purchase_option: o.to_string(),
+                        hourly_usd: *p,
+                        source: format!("price catalog v3 ({o} sheet, as of 2026-11-01)"),
+                    })
+                    .collect(),
+            };
+            let nodes = [node("c7i.2xlarge", &[("on_demand", 1.0), ("one_year", 0.6)]), node("c7g.2xlarge", &[])];
+            let priced = |option: &str| {
+                let s = size(&form(&[("option", option)]), &nodes).unwrap();
+                s.hardware.iter().map(|(h, note)| (h.hourly_usd.0, note.clone())).collect::<Vec<_>>()
+            };
+            let one_year = priced("one_year");
+            assert_eq!(one_year[0].0, 0.6);
+            let listed = "1-year commitment price from price catalog v3 (one_year sheet, as of 2026-11-01)";
+            assert!(one_year[0].1.ends_with(listed), "{one_year:?}");
+            assert_eq!(one_year[1].0, 1.0, "not listed: the price known for it");
+            assert!(
+                one_year[1].1.contains("the catalog lists no 1-year commitment price for this type"),
+                "{one_year:?}"
+            );
+            let s = size(&form(&[("option", "one_year")]), &nodes).unwrap();
+            assert_eq!(s.result.cheapest.unwrap().instance_type, "c7i.2xlarge");
+            assert!(priced("on_demand").iter().all(|(p, note)| *p == 1.0 && !note.contains("commitment")));
+            let errors = size(&form(&[("option", "reserved")]), &nodes).unwrap_err();
+            assert!(errors[0].starts_with("Purchase option: must be one of"), "{errors:?}");
         })
     }
 }

@@ -100,3 +100,15 @@ pub struct FleetView {
     pub nodes: Vec<NodeSummary>,
     pub recent_runs: Vec<RunSummary>,
 }
+
+/// What one replica of an instance type costs an hour under one purchase option, as the price
+/// catalog lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PriceOffer {
+    /// `on_demand`, `spot`, `one_year` or `three_year`.
+    pub purchase_option: String,
+    pub hourly_usd: f64,
+    /// The catalog version, the row's source and its as-of date.
+    pub source: String,
+}

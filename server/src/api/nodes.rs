@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use app::data::{MeasuredFleet, MeasuredNode, MeasuredService, TRANSPORT_NODES, TransportRun};
 use axum::Json;
 use axum::extract::State;
+use model::wire::view::PriceOffer;
 use model::{FleetView, NodeSummary, Suite, wire::measured};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -46,23 +47,28 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
     let candidates = store.latest_digests_by_type(Suite::Quant).await?;
     let ids: Vec<String> = candidates.iter().map(|(d, _)| d.node_id.clone()).collect();
     let summaries = store.nodes_by_id(&ids).await?;
-    // A price is looked up once per instance type.
-    let mut catalog: HashMap<String, Option<(f64, String)>> = HashMap::new();
+    // Prices are looked up once per instance type.
+    let mut catalog: HashMap<String, Vec<PriceOffer>> = HashMap::new();
     let mut nodes = Vec::new();
     for (latest, others_of_type) in candidates {
         let Some(node) = summaries.get(&latest.node_id) else { continue };
-        let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type) {
-            (Some(price), _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),
-            (None, Some(instance)) => {
+        let offers = match &node.instance_type {
+            Some(instance) => {
                 if !catalog.contains_key(instance) {
-                    catalog.insert(instance.clone(), store.catalog_price(instance).await?);
+                    catalog.insert(instance.clone(), store.catalog_offers(instance).await?);
                 }
-                match &catalog[instance] {
-                    Some((price, source)) => (Some(*price), source.clone()),
-                    None => (None, format!("nowhere: {instance} is not in the price catalog")),
-                }
+                catalog[instance].clone()
             }
-            (None, None) => (None, "nowhere: the node gave no instance type or price".to_string()),
+            None => Vec::new(),
+        };
+        let on_demand = offers.iter().find(|o| o.purchase_option == "on_demand");
+        let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type, on_demand) {
+            (Some(price), _, _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),
+            (None, Some(_), Some(offer)) => (Some(offer.hourly_usd), offer.source.clone()),
+            (None, Some(instance), None) => {
+                (None, format!("nowhere: {instance} has no on-demand price in the price catalog"))
+            }
+            (None, None, _) => (None, "nowhere: the node gave no instance type or price".to_string()),
         };
         let run_id = latest.run_id.to_string();
         let digest = latest.digest;
@@ -80,6 +86,7 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
             best_throughput_rps: digest.best_throughput_rps,
             others_of_type,
             hardware,
+            offers,
         });
     }
     let services = measured_services(store).await?;

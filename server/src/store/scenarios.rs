@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use model::wire::view::PriceOffer;
 use sqlx::FromRow;
 use uuid::Uuid;
 
@@ -108,15 +109,30 @@ impl Store {
 
     /// The newest on-demand catalog price of an instance type: (USD per hour, "source, as-of").
     pub async fn catalog_price(&self, instance_type: &str) -> anyhow::Result<Option<(f64, String)>> {
-        let row: Option<(i64, String, String, i64)> = sqlx::query_as(
-            "SELECT hourly_micro_usd, source, as_of, catalog_version FROM price_catalog WHERE instance_type = $1 \
-             AND purchase_option = 'on_demand' ORDER BY as_of DESC, id LIMIT 1",
+        let offers = self.catalog_offers(instance_type).await?;
+        Ok(offers.into_iter().find(|o| o.purchase_option == "on_demand").map(|o| (o.hourly_usd, o.source)))
+    }
+
+    /// The newest catalog price of an instance type under each purchase option it is listed
+    /// with (any region), in [`crate::prices::PURCHASE_OPTIONS`]' order.
+    pub async fn catalog_offers(&self, instance_type: &str) -> anyhow::Result<Vec<PriceOffer>> {
+        let rows: Vec<(String, i64, String, String, i64)> = sqlx::query_as(
+            "SELECT purchase_option, hourly_micro_usd, source, as_of, catalog_version FROM price_catalog \
+             WHERE instance_type = $1 ORDER BY as_of DESC, id",
         )
         .bind(instance_type)
-        .fetch_optional(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(row.map(|(micros, source, as_of, version)| {
-            (model::money::to_usd(micros), format!("price catalog v{version} ({source}, as of {as_of})"))
-        }))
+        Ok(crate::prices::PURCHASE_OPTIONS
+            .iter()
+            .filter_map(|option| {
+                let (_, micros, source, as_of, version) = rows.iter().find(|r| r.0 == *option)?;
+                Some(PriceOffer {
+                    purchase_option: option.to_string(),
+                    hourly_usd: model::money::to_usd(*micros),
+                    source: format!("price catalog v{version} ({source}, as of {as_of})"),
+                })
+            })
+            .collect())
     }
 }

@@ -278,3 +278,59 @@ pub async fn post(
     let text = response.text().await.unwrap_or_default();
     (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
 }
+
+/// A run of `node` with quantization and transport figures, every latency × `scale`.
+pub fn fleet_run(node: &str, started_at_ms: i64, scale: f64) -> model::RunUpload {
+    let m = |suite: Suite, case: &str, params: &[(&str, &str)], value: f64| Measurement {
+        suite,
+        case: case.into(),
+        parameters: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        unit: Unit::Seconds,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(stats(value)),
+        floor: None,
+        histogram: None,
+    };
+    let mut run = sample_run(node);
+    run.started_at_ms = started_at_ms;
+    run.finished_at_ms = started_at_ms + 5_000;
+    for batch in ["1", "8"] {
+        let b: f64 = batch.parse().unwrap();
+        run.measurements.push(m(
+            Suite::Quant,
+            "mlp_latency",
+            &[("variant", "fp32"), ("precision", "fp32"), ("batch", batch)],
+            1e-4 * b * scale,
+        ));
+        run.measurements.push(m(
+            Suite::Quant,
+            "mlp_latency",
+            &[("variant", "int8"), ("precision", "int8"), ("batch", batch)],
+            4e-5 * b * scale,
+        ));
+    }
+    run.measurements.push(m(Suite::Quant, "mlp_accuracy_delta", &[("variant", "int8")], -0.002));
+    run.measurements.push(m(Suite::Quant, "mlp_throughput", &[("variant", "fp32"), ("batch", "8")], 8e4 / scale));
+    for payload in ["1024", "65536"] {
+        let base =
+            [("transport", "http_json"), ("load", "closed"), ("in_flight", "1"), ("placement", "different_cores")];
+        let with = |extra: &[(&'static str, &'static str)]| base.iter().chain(extra).copied().collect::<Vec<_>>();
+        let p: f64 = payload.parse().unwrap();
+        run.measurements.push(m(
+            Suite::Transport,
+            "round_trip",
+            &with(&[("payload_bytes", payload)]),
+            5e-5 * scale + p * 1e-10,
+        ));
+        for side in ["client", "server"] {
+            run.measurements.push(m(
+                Suite::Transport,
+                "cpu_per_request",
+                &with(&[("payload_bytes", payload), ("side", side)]),
+                2e-5 * scale,
+            ));
+        }
+    }
+    run
+}
