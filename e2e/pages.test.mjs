@@ -99,6 +99,14 @@ test('planner: the cost per request follows the volume without a page load; bad 
   assert.equal(await cost.innerText(), '$0.0255');
   await page.fill('#f-commit1', '30');
   await page.fill('#f-commit3', '50');
+  // Owning the three servers instead: $30,000 each over 36 months, 700 W at PUE 1.4 and
+  // $0.12/kWh, $150 a month of hosting.
+  await page.check('input[type=checkbox][name=own]');
+  await page.locator('[data-out=owned-hourly]', { hasText: '$1.46' }).waitFor();
+  assert.equal(await page.locator('[data-out=owned-servers]').innerText(), '3 bought');
+  assert.match(await page.locator('[data-out=owned-note]').innerText(), /= \$1\.14 of its price over its life \+ \$0\.118 of energy \(715 kWh a month at the facility, power as entered\) \+ \$0\.205 of hosting and support/);
+  await review(page, 'planner-owned-1280');
+  await page.uncheck('input[type=checkbox][name=own]');
   await noNaN(page);
 
   // The worked example: $1,000 of training a month over 1M requests is $0.001 a request;

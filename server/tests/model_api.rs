@@ -35,7 +35,7 @@ async fn every_documented_example_answers_what_the_document_says() {
     let doc: Value = app.http.get(app.url("/api/openapi.json")).send().await.unwrap().json().await.unwrap();
     let model_paths: Vec<&String> =
         doc["paths"].as_object().unwrap().keys().filter(|p| p.starts_with("/api/v1/model/")).collect();
-    assert_eq!(model_paths.len(), 8, "{model_paths:?}");
+    assert_eq!(model_paths.len(), 9, "{model_paths:?}");
     for path in model_paths {
         let op = &doc["paths"][path]["post"];
         let request = &op["requestBody"]["content"]["application/json"]["example"];
@@ -235,6 +235,8 @@ async fn impossible_inputs_are_422_naming_the_field() {
             with("/api/v1/model/purchase", "/spot/interruptions_per_hour", json!(-1)),
             "spot.interruptions_per_hour",
         ),
+        ("/api/v1/model/owned-cost", with("/api/v1/model/owned-cost", "/pue", json!(0.5)), "pue"),
+        ("/api/v1/model/owned-cost", with("/api/v1/model/owned-cost", "/life_months", json!(0)), "life_months"),
     ];
     for (path, body, field) in cases {
         let (status, answer) = post(&app, Some(&planner), path, body.to_string()).await;

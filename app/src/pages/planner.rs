@@ -10,6 +10,7 @@ use model::plan::cost::{
     Amortization, AmortizationInput, BreakEven, BreakEvenInput, CapacityCost, CapacityInput, LatencySlo, SizedBy,
     amortize, break_even, capacity_cost,
 };
+use model::plan::owned::{OwnedCost, OwnedInput, PowerSource, fleet_over, owned_cost};
 use model::plan::purchase::{CommitmentOffer, CommitmentPlan, PurchaseInput, PurchasePlan, SpotOffer, purchase};
 use model::plan::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
 use model::units::{HOURS_PER_MONTH, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
@@ -119,6 +120,25 @@ pub const FIELDS: &[FieldSpec] = &[
         label: "Work lost per interruption",
         unit: "minutes",
         default: "10",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "own", label: "Compare owning the servers", unit: "", default: "0", rule: Rule::Flag },
+    FieldSpec {
+        key: "own_price",
+        label: "Price of one server",
+        unit: "USD, net of resale",
+        default: "30000",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec { key: "own_life", label: "Its life", unit: "months", default: "36", rule: Rule::Positive },
+    FieldSpec { key: "own_watts", label: "Its average power draw", unit: "W", default: "700", rule: Rule::NonNegative },
+    FieldSpec { key: "own_kwh", label: "Electricity", unit: "USD / kWh", default: "0.12", rule: Rule::NonNegative },
+    FieldSpec { key: "own_pue", label: "Facility PUE", unit: "≥ 1", default: "1.4", rule: Rule::Positive },
+    FieldSpec {
+        key: "own_hosting",
+        label: "Hosting and support",
+        unit: "USD / month",
+        default: "150",
         rule: Rule::NonNegative,
     },
     FieldSpec { key: "optimize", label: "Consider distillation or QAT", unit: "", default: "1", rule: Rule::Flag },
@@ -390,6 +410,9 @@ pub struct Buying {
     pub interruptions_per_month: f64,
     pub lost_minutes: f64,
     pub plan: PurchasePlan,
+    /// With "compare owning": a server's hourly cost in parts, how many to buy for the peak of
+    /// its life, that life in months, and what they cost over it.
+    pub owned: Option<(OwnedCost, u32, u32, f64)>,
 }
 
 impl Buying {
@@ -398,9 +421,10 @@ impl Buying {
         self.replica_hours(months) * self.on_demand_hourly
     }
 
-    /// Replica-hours run over the first `months`.
+    /// Replica-hours run over the first `months` (the last month's replicas past the horizon).
     fn replica_hours(&self, months: usize) -> f64 {
-        let replicas: f64 = self.replicas.iter().take(months).map(|&n| f64::from(n)).sum();
+        let last = self.replicas.last().copied().unwrap_or(0);
+        let replicas: f64 = (0..months).map(|m| f64::from(self.replicas.get(m).copied().unwrap_or(last))).sum();
         replicas * HOURS_PER_MONTH
     }
 
@@ -445,9 +469,27 @@ pub fn buying(form: &Form, replicas: &[u32], hourly: f64) -> Result<Buying, Stri
     let mut c = Collect { form, errors: Vec::new() };
     let (one_year, three_year, spot) = (c.num("commit1") / 100.0, c.num("commit3") / 100.0, c.num("spot") / 100.0);
     let (interruptions, lost_minutes) = (c.num("interruptions"), c.num("lost_minutes"));
+    let owned_input = form.flag("own").then(|| OwnedInput {
+        purchase_usd: c.num("own_price"),
+        life_months: c.num("own_life"),
+        power_watts: c.num("own_watts"),
+        power_source: PowerSource::Entered,
+        electricity_usd_per_kwh: c.num("own_kwh"),
+        pue: c.num("own_pue"),
+        hosting_usd_per_month: c.num("own_hosting"),
+    });
     if !c.errors.is_empty() {
         return Err(c.errors.join("; "));
     }
+    let owned = match owned_input {
+        None => None,
+        Some(input) => {
+            let cost = owned_cost(&input).map_err(|e| format!("{}: {}", owned_label(&e.field), e.reason))?;
+            let months = input.life_months.ceil() as u32;
+            let (servers, total) = fleet_over(replicas, months, &cost);
+            Some((cost, servers, months, total))
+        }
+    };
     let commitment = |name: &str, term_months: u32, off: f64| CommitmentOffer {
         name: name.into(),
         term_months,
@@ -476,7 +518,21 @@ pub fn buying(form: &Form, replicas: &[u32], hourly: f64) -> Result<Buying, Stri
         interruptions_per_month: interruptions,
         lost_minutes,
         plan,
+        owned,
     })
+}
+
+/// The Planner's label of an owned-server input the model names.
+fn owned_label(field: &str) -> &'static str {
+    match field {
+        "purchase_usd" => "Price of one server",
+        "life_months" => "Its life",
+        "power_watts" => "Its average power draw",
+        "electricity_usd_per_kwh" => "Electricity",
+        "pue" => "Facility PUE",
+        "hosting_usd_per_month" => "Hosting and support",
+        _ => "Owned server",
+    }
 }
 
 /// Reads fields, keeping every reason one is wrong.
@@ -669,6 +725,15 @@ pub fn PlannerPage() -> impl IntoView {
                     <NumberField form key="spot"/>
                     <NumberField form key="interruptions" hint="Per month a replica runs on spot."/>
                     <NumberField form key="lost_minutes" hint="Until a replacement serves again, or the batch redone."/>
+                    <FlagField form key="own"/>
+                    <Show when=move || form.flag("own")>
+                        <NumberField form key="own_price"/>
+                        <NumberField form key="own_life" hint="Months it serves before it is replaced; its price is spread over them."/>
+                        <NumberField form key="own_watts" hint="The datasheet's rated power is an upper bound; a measured average is better."/>
+                        <NumberField form key="own_kwh"/>
+                        <NumberField form key="own_pue" hint="The facility's energy over the servers': 1.1 for the best data centres, 1.5 to 2 for a server room."/>
+                        <NumberField form key="own_hosting" hint="Rack space, network, support contract and staff time, per server."/>
+                    </Show>
                 </fieldset>
                 </Show>
                 }.into_any()}
@@ -921,6 +986,30 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         }
         .into_any(),
     });
+    let owned_note = b.owned.map(|(c, _, _, _)| {
+        format!(
+            "Owned: {} an hour per server = {} of its price over its life + {} of energy ({} kWh a month at the facility, power as entered) + {} of hosting and support.",
+            usd(c.hourly_usd.0),
+            usd(c.amortization_hourly_usd.0),
+            usd(c.energy_hourly_usd.0),
+            grouped(c.facility_kwh_per_month),
+            usd(c.hosting_hourly_usd.0),
+        )
+    });
+    let owned_row = b.owned.map(|(c, servers, months, total)| {
+        let on_demand = b.on_demand_over(months as usize);
+        view! {
+            <tr data-option="owned">
+                <th>"Owned servers"</th>
+                <td class="num" data-out="owned-hourly">{usd(c.hourly_usd.0)}</td>
+                <td class="num" data-out="owned-servers">{format!("{} bought", grouped(f64::from(servers)))}</td>
+                <td class="num">{months}</td>
+                <td class="num">{usd(total / f64::from(months.max(1)))}</td>
+                <td class="num">{usd(on_demand / f64::from(months.max(1)))}</td>
+                <td class="num" data-out="owned-saving">{format!("{}{}", usd(on_demand - total), share(on_demand - total, on_demand))}</td>
+            </tr>
+        }
+    });
     view! {
         <div class="card" data-card="purchase">
             <h2>"Buying the replicas"</h2>
@@ -931,7 +1020,7 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
                     <th class="num">"Months"</th><th class="num">"Average a month"</th>
                     <th class="num">"On demand, same months"</th><th class="num">"Saving over those months"</th>
                 </tr></thead>
-                <tbody>{rows}{spot}</tbody>
+                <tbody>{rows}{spot}{owned_row}</tbody>
             </table></div>
             <p class="sub" data-out="purchase-note">{format!(
                 "Replicas needed month by month at the growth rate: {} now, {} in month 36, each always running, at {} an hour on demand. A committed replica is paid for every hour of its term and pays off where the fleet would otherwise run it on demand for more than {break_even}. Spot: {} an hour plus {} interruptions a month of {} minutes lost each; a fleet holding an SLO on spot also needs spare replicas while one is replaced, which this does not add.",
@@ -942,6 +1031,7 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
                 b.interruptions_per_month,
                 b.lost_minutes,
             )}</p>
+            {owned_note.map(|note| view! { <p class="sub" data-out="owned-note">{note}</p> })}
         </div>
     }
     .into_any()
@@ -1130,6 +1220,19 @@ mod tests {
             // Spot at 60 % off, 2 interruptions a month of 10 minutes: 1/2,190 of the hours lost.
             let spot = b.plan.spot.unwrap();
             assert!((spot.useful_hourly_usd.unwrap().0 - 1.0 / (1.0 - 1.0 / 2_190.0)).abs() < 1e-12, "{spot:?}");
+
+            assert_eq!(b.owned, None, "owning is compared only when asked");
+            // Owned: $30,000 over 36 × 730 hours, 0.7 kW × 1.4 × $0.12, $150 a month; bought for
+            // the peak of its life, 23 replicas in month 36.
+            let b = at(&[("own", "1")]).unwrap();
+            let (cost, servers, months, total) = b.owned.unwrap();
+            let hourly = 30_000.0 / 26_280.0 + 0.7 * 1.4 * 0.12 + 150.0 / 730.0;
+            assert!((cost.hourly_usd.0 - hourly).abs() < 1e-12, "{cost:?}");
+            assert_eq!((servers, months), (*b.replicas.iter().max().unwrap(), 36));
+            assert_eq!(servers, 23);
+            assert!((total - 23.0 * hourly * 730.0 * 36.0).abs() < 1e-6);
+            let bad = at(&[("own", "1"), ("own_pue", "0.5")]).unwrap_err();
+            assert_eq!(bad, "Facility PUE: must be between 1 and 5");
 
             // No discount: nothing is committed and the verdict stays on demand.
             let b = at(&[("commit1", "0"), ("commit3", "0")]).unwrap();

@@ -6,6 +6,7 @@ pub mod cost;
 pub mod endpoint;
 pub mod llm;
 pub mod memory;
+pub mod owned;
 pub mod purchase;
 pub mod quant;
 pub mod queue;

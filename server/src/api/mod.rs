@@ -9,7 +9,7 @@
 //! | `GET /api/v1/prices`, `GET /api/v1/prices/versions` | viewer |
 //! | `POST /api/v1/prices` (CSV) | finance |
 //! | `POST /api/v1/reports`, `GET /api/v1/reports`, `GET /api/v1/reports/{id}[.csv|.xlsx|.parquet]` | finance |
-//! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty, purchase) | planner |
+//! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty, purchase, owned-cost) | planner |
 //! | `GET /api/v1/agents`, `POST /api/v1/agents` (issue or replace an agent token) | admin |
 //! | `GET`/`POST /api/v1/users`, `PATCH`/`DELETE /api/v1/users/{id}`, `GET`/`POST /api/v1/tokens`, `DELETE /api/v1/tokens/{id}` | admin |
 //! | `POST /login`, `POST /logout` | anyone |

@@ -5,6 +5,7 @@ use axum::Json;
 use model::ModelError;
 use model::plan::cost::{Amortization, AmortizationInput, BreakEven, BreakEvenInput};
 use model::plan::memory::{KvCache, MemoryFit, MemoryInput, Precision};
+use model::plan::owned::{OwnedCost, OwnedInput, PowerSource};
 use model::plan::purchase::{CommitmentOffer, PurchaseInput, PurchasePlan, SpotOffer};
 use model::plan::queue::{ReplicaInput, ReplicaPlan};
 use model::plan::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source};
@@ -130,6 +131,8 @@ endpoints! {
         "Monte Carlo over input ranges: P10/P50/P90 of cost per request and monthly cost, break-even probability, tornado table.";
     purchase, "/api/v1/model/purchase", PurchaseInput, PurchasePlan, model::plan::purchase::purchase,
         "Should we commit? Per commitment offer the replicas to commit for its term (the largest count needed more than its break-even share of the term's hours) and the saving against on demand; spot's cost per useful hour with its interruptions.";
+    owned_cost, "/api/v1/model/owned-cost", OwnedInput, OwnedCost, model::plan::owned::owned_cost,
+        "A server you own by the hour, comparable with an instance's price: its price over its life, energy (power × PUE × electricity price) and hosting, each part shown.";
 }
 
 /// One example request per endpoint, used by the OpenAPI document (with the response the model
@@ -271,6 +274,18 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
                     interruptions_per_hour: 2.0 / 730.0,
                     hours_lost_per_interruption: 1.0 / 6.0,
                 }),
+            }),
+        ),
+        (
+            "/api/v1/model/owned-cost",
+            json(OwnedInput {
+                purchase_usd: 30_000.0,
+                life_months: 36.0,
+                power_watts: 700.0,
+                power_source: PowerSource::Rated,
+                electricity_usd_per_kwh: 0.12,
+                pue: 1.4,
+                hosting_usd_per_month: 150.0,
             }),
         ),
     ]
