@@ -104,6 +104,10 @@ test('planner: the cost per request follows the volume without a page load; bad 
   await page.check('input[type=checkbox][name=own]');
   await page.locator('[data-out=owned-hourly]', { hasText: '$1.46' }).waitFor();
   assert.equal(await page.locator('[data-out=owned-servers]').innerText(), '3 bought');
+  // $197,100 on demand against $115,471.58 owned over 36 months; the 3-year commitment still
+  // saves more a month, so the verdict stays with it.
+  assert.equal(await page.locator('[data-out=owned-saving]').innerText(), '$81,628.42 (41 %)');
+  assert.match(await buying.innerText(), /^Commit 3 replicas for 36 months/);
   assert.match(await page.locator('[data-out=owned-note]').innerText(), /= \$1\.14 of its price over its life \+ \$0\.118 of energy \(715 kWh a month at the facility, power as entered\) \+ \$0\.205 of hosting and support/);
   await review(page, 'planner-owned-1280');
   await page.uncheck('input[type=checkbox][name=own]');

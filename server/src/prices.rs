@@ -26,7 +26,7 @@ pub const COLUMNS: [&str; 11] = [
     "as_of",
 ];
 
-pub const PURCHASE_OPTIONS: [&str; 4] = ["on_demand", "spot", "one_year", "three_year"];
+pub use model::wire::view::PURCHASE_OPTIONS;
 
 /// Largest catalog accepted in one import.
 pub const MAX_ROWS: usize = 50_000;

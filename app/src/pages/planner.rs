@@ -485,7 +485,10 @@ pub fn buying(form: &Form, replicas: &[u32], hourly: f64) -> Result<Buying, Stri
         None => None,
         Some(input) => {
             let cost = owned_cost(&input).map_err(|e| format!("{}: {}", owned_label(&e.field), e.reason))?;
-            let months = input.life_months.ceil() as u32;
+            if input.life_months.fract() != 0.0 {
+                return Err("Its life: must be a whole number of months".into());
+            }
+            let months = input.life_months as u32;
             let (servers, total) = fleet_over(replicas, months, &cost);
             Some((cost, servers, months, total))
         }
@@ -814,14 +817,20 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
             if let Some(h) = n.hourly_usd {
                 form.signal("hourly").set(format!("{h}"));
             }
-            // The catalog's commitment and spot prices for its type, as discounts off its
-            // on-demand price.
-            let base = n.offer("on_demand").map(|o| o.hourly_usd).or(n.hourly_usd).filter(|b| *b > 0.0);
+            // The catalog's commitment and spot prices for its type, as discounts off the price
+            // just put in "Price of one replica" (the operator's, else the catalog's on demand),
+            // so the Planner prices them as Right-sizing does; an option it does not list goes
+            // back to the field's default rather than keep another node's.
+            let base = n.hourly_usd.filter(|b| *b > 0.0).or(n.offer("on_demand").map(|o| o.hourly_usd));
             for (key, option) in [("commit1", "one_year"), ("commit3", "three_year"), ("spot", "spot")] {
-                if let (Some(base), Some(offer)) = (base, n.offer(option)) {
-                    let off = ((1.0 - offer.hourly_usd / base) * 100.0).clamp(0.0, 99.9);
-                    form.signal(key).set(format!("{off:.1}"));
-                }
+                let off = match (base.filter(|b| *b > 0.0), n.offer(option)) {
+                    // An offer dearer than that price counts as no discount.
+                    (Some(base), Some(offer)) => {
+                        format!("{:.1}", ((1.0 - offer.hourly_usd / base) * 100.0).clamp(0.0, 99.9))
+                    }
+                    _ => form.spec(key).default.to_string(),
+                };
+                form.signal(key).set(off);
             }
         }
     };
@@ -836,7 +845,7 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
                     view! { <option value=id.clone() selected=move || node.get() == id>{label}</option> }
                 }).collect_view()}
             </select>
-            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size) and its price where one is known, and the discounts below from the price catalog's commitment and spot prices for its instance type where it lists them."</p>
+            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size) and its price where one is known, and the discounts under “Buying the replicas” from the price catalog's commitment and spot prices for its instance type where it lists them (their defaults where not; an offer dearer than the price counts as no discount)."</p>
         </div>
     }
 }
@@ -923,8 +932,22 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
     };
     let share =
         |saving: f64, of: f64| if of > 0.0 { format!(" ({} %)", signed(saving / of * 100.0)) } else { String::new() };
-    let verdict = match b.best() {
-        Some(c) => format!(
+    // Owning, where compared, against the best commitment: whichever saves more a month.
+    let owned_saving = b.owned.map(|(_, servers, months, total)| {
+        let on_demand = b.on_demand_over(months as usize);
+        (servers, months, on_demand - total, on_demand)
+    });
+    let best_monthly = b.best().map_or(0.0, |c| c.saving_usd.0 / f64::from(c.term_months));
+    let owning =
+        owned_saving.filter(|(_, months, saving, _)| *saving >= 0.005 && saving / f64::from(*months) > best_monthly);
+    let verdict = match (owning, b.best()) {
+        (Some((servers, months, saving, on_demand)), _) => format!(
+            "Own {} for {months} months: saves {} over them{} against on demand.",
+            if servers == 1 { "1 server".to_string() } else { format!("{} servers", grouped(f64::from(servers))) },
+            usd(saving),
+            share(saving, on_demand),
+        ),
+        (None, Some(c)) => format!(
             "Commit {} for {} months: saves {} over the term{} against on demand.",
             if c.replicas == 1 {
                 "1 replica".to_string()
@@ -935,7 +958,7 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             usd(c.saving_usd.0),
             share(c.saving_usd.0, c.on_demand_term_cost_usd.0),
         ),
-        None => "Stay on demand: no commitment saves anything at these volumes and discounts.".to_string(),
+        (None, None) => "Stay on demand: no commitment saves anything at these volumes and discounts.".to_string(),
     };
     let break_even = b
         .plan
@@ -986,9 +1009,14 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         }
         .into_any(),
     });
-    let owned_note = b.owned.map(|(c, _, _, _)| {
+    let owned_note = b.owned.map(|(c, _, months, _)| {
+        let held = if months > HORIZON_MONTHS as u32 {
+            format!(" Past month {HORIZON_MONTHS}, month {HORIZON_MONTHS}'s replicas are held for the rest of its {months} months.")
+        } else {
+            String::new()
+        };
         format!(
-            "Owned: {} an hour per server = {} of its price over its life + {} of energy ({} kWh a month at the facility, power as entered) + {} of hosting and support.",
+            "Owned: {} an hour per server = {} of its price over its life + {} of energy ({} kWh a month at the facility, power as entered) + {} of hosting and support; bought for the most replicas its life needs, busy or not.{held}",
             usd(c.hourly_usd.0),
             usd(c.amortization_hourly_usd.0),
             usd(c.energy_hourly_usd.0),
@@ -997,7 +1025,7 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         )
     });
     let owned_row = b.owned.map(|(c, servers, months, total)| {
-        let on_demand = b.on_demand_over(months as usize);
+        let on_demand = owned_saving.map_or(0.0, |(_, _, _, on_demand)| on_demand);
         view! {
             <tr data-option="owned">
                 <th>"Owned servers"</th>
@@ -1028,13 +1056,18 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
                 b.replicas.last().copied().unwrap_or(0),
                 usd(b.on_demand_hourly),
                 usd(b.spot_hourly),
-                b.interruptions_per_month,
-                b.lost_minutes,
+                plain(b.interruptions_per_month),
+                plain(b.lost_minutes),
             )}</p>
             {owned_note.map(|note| view! { <p class="sub" data-out="owned-note">{note}</p> })}
         </div>
     }
     .into_any()
+}
+
+/// A figure as typed, to three decimals at most (1.1k parses to 1100.0000000000002).
+fn plain(x: f64) -> String {
+    format!("{}", (x * 1e3).round() / 1e3)
 }
 
 /// A percentage with a true minus sign, as `usd` writes negative amounts.
@@ -1233,6 +1266,10 @@ mod tests {
             assert!((total - 23.0 * hourly * 730.0 * 36.0).abs() < 1e-6);
             let bad = at(&[("own", "1"), ("own_pue", "0.5")]).unwrap_err();
             assert_eq!(bad, "Facility PUE: must be between 1 and 5");
+            assert_eq!(
+                at(&[("own", "1"), ("own_life", "36.5")]).unwrap_err(),
+                "Its life: must be a whole number of months"
+            );
 
             // No discount: nothing is committed and the verdict stays on demand.
             let b = at(&[("commit1", "0"), ("commit3", "0")]).unwrap();

@@ -14,6 +14,7 @@ use model::plan::rightsize::{
     Configuration, Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source, right_size,
 };
 use model::units::{Bytes, PerSecond, Seconds, UsdPerHour};
+use model::wire::view::PURCHASE_OPTIONS;
 
 use crate::components::charts::{LineChart, Rule as ChartRule, Series, line_chart};
 use crate::components::form::{ChoiceField, FieldSpec, FlagField, Form, NumberField, Rule};
@@ -25,8 +26,7 @@ pub const KIND: &str = "right_sizing";
 
 const PRECISIONS: &[&str] = &["fp32", "fp16", "bf16", "int8"];
 
-/// How the measured nodes are bought: the price catalog's purchase options, and their names.
-const PURCHASE_OPTIONS: &[&str] = &["on_demand", "spot", "one_year", "three_year"];
+/// The names of the price catalog's purchase options ([`PURCHASE_OPTIONS`]), in its order.
 const PURCHASE_LABELS: &[&str] = &["On demand", "Spot", "1-year commitment", "3-year commitment"];
 
 pub const FIELDS: &[FieldSpec] = &[
@@ -55,7 +55,7 @@ pub const FIELDS: &[FieldSpec] = &[
         label: "Purchase option",
         unit: "",
         default: "on_demand",
-        rule: Rule::Choice(PURCHASE_OPTIONS),
+        rule: Rule::Choice(&PURCHASE_OPTIONS),
     },
     FieldSpec {
         key: "fallback_price",
@@ -374,7 +374,7 @@ pub fn RightSizingPage() -> impl IntoView {
                     <NumberField form key="scale" hint="The agents time a reference model; if yours takes 40× its time per request, enter 40."/>
                     <NumberField form key="fallback_price"/>
                     <ChoiceField form key="option" labels=PURCHASE_LABELS/>
-                    <p class="hint">"Prices each measured node at the price catalog's row for its instance type under this option, where it lists one. A commitment is paid for every hour of its term; spot can be taken back, so a fleet holding an SLO on it needs spare replicas this does not add."</p>
+                    <p class="hint">"Prices each measured node at the price catalog's row for its instance type under this option, where it lists one (each node says where its price came from). A commitment is paid for every hour of its term. Spot is priced as listed, without its interruptions (the Planner's Buying card counts them), and a fleet holding an SLO on it needs spare replicas this does not add."</p>
                 </fieldset>
                 }.into_any()}
                 {view! {

@@ -101,6 +101,9 @@ pub struct FleetView {
     pub recent_runs: Vec<RunSummary>,
 }
 
+/// How an instance can be bought: the price catalog's `purchase_option` values.
+pub const PURCHASE_OPTIONS: [&str; 4] = ["on_demand", "spot", "one_year", "three_year"];
+
 /// What one replica of an instance type costs an hour under one purchase option, as the price
 /// catalog lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

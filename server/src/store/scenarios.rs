@@ -107,18 +107,15 @@ impl Store {
         Ok(n)
     }
 
-    /// The newest on-demand catalog price of an instance type: (USD per hour, "source, as-of").
-    pub async fn catalog_price(&self, instance_type: &str) -> anyhow::Result<Option<(f64, String)>> {
-        let offers = self.catalog_offers(instance_type).await?;
-        Ok(offers.into_iter().find(|o| o.purchase_option == "on_demand").map(|o| (o.hourly_usd, o.source)))
-    }
-
     /// The newest catalog price of an instance type under each purchase option it is listed
-    /// with (any region), in [`crate::prices::PURCHASE_OPTIONS`]' order.
+    /// with, in [`crate::prices::PURCHASE_OPTIONS`]' order. A node does not say its region: of
+    /// rows as new as each other, the first region by name (then provider) is taken for every
+    /// option alike, so an import's prices for one type come from one region where it lists
+    /// them all there.
     pub async fn catalog_offers(&self, instance_type: &str) -> anyhow::Result<Vec<PriceOffer>> {
         let rows: Vec<(String, i64, String, String, i64)> = sqlx::query_as(
             "SELECT purchase_option, hourly_micro_usd, source, as_of, catalog_version FROM price_catalog \
-             WHERE instance_type = $1 ORDER BY as_of DESC, id",
+             WHERE instance_type = $1 ORDER BY as_of DESC, region, provider, id",
         )
         .bind(instance_type)
         .fetch_all(&self.pool)
