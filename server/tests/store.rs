@@ -603,24 +603,34 @@ async fn retention_removes_whole_old_months_of_measurements_and_keeps_every_run_
     }
 }
 
+/// A connection to `db` with the migrations up to `version` applied and nothing else, holding
+/// an agent `a` and a node `n` as a store of that time would.
+async fn at_migration(db: &common::TestDb, version: i64) -> sqlx::AnyConnection {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(db.backend);
+    let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+    sqlx::migrate::Migrator::new(dir).await.unwrap().run_to(version, &mut conn).await.unwrap();
+    for sql in [
+        "INSERT INTO agents (id, name, token_hash, scope, created_at_ms) VALUES ('a', 'old-agent', 'h', 'ingest', 0)",
+        "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, gpus_json, first_seen_ms, \
+         last_seen_ms) VALUES ('n', 'old-host', 'cpu', 4, 1024, '6.1', '[]', 0, 0)",
+    ] {
+        sqlx::query(sql).execute(&mut conn).await.unwrap();
+    }
+    conn
+}
+
 /// A store from before monthly partitions (migrations up to 0006) is moved whole by 0007: every
 /// measurement with its run's start time, on Postgres in its month's partition.
 #[tokio::test]
 async fn measurements_stored_before_partitions_are_moved_into_them() {
     use sqlx::Connection;
-    sqlx::any::install_default_drivers();
     for db in databases().await {
         let backend = db.backend;
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(backend);
-        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
-        sqlx::migrate::Migrator::new(dir).await.unwrap().run_to(6, &mut conn).await.unwrap();
+        let mut conn = at_migration(&db, 6).await;
         let (jan, feb) = (1_768_000_000_000i64, 1_770_000_000_000i64); // 2026-01-09, 2026-02-02
         for sql in [
-            "INSERT INTO agents (id, name, token_hash, scope, created_at_ms) VALUES ('a', 'old-agent', 'h', 'ingest', 0)"
-                .to_string(),
-            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, gpus_json, first_seen_ms, \
-             last_seen_ms) VALUES ('n', 'old-host', 'cpu', 4, 1024, '6.1', '[]', 0, 0)"
-                .to_string(),
             format!(
                 "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
                  status, suites, measurement_count) VALUES \
@@ -863,12 +873,9 @@ async fn the_llm_page_finds_a_load_test_of_an_llm_server_however_many_other_endp
 #[tokio::test]
 async fn llm_runs_stored_before_the_flag_are_flagged_by_its_migration() {
     use sqlx::Connection;
-    sqlx::any::install_default_drivers();
     for db in databases().await {
         let backend = db.backend;
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(backend);
-        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
-        sqlx::migrate::Migrator::new(dir).await.unwrap().run_to(7, &mut conn).await.unwrap();
+        let mut conn = at_migration(&db, 7).await;
         let (llm, plain) = (llm_run("n", 1_768_000_000_000), http_endpoint_run("n", 1_768_000_100_000));
         let digest = |run: &model::RunUpload| {
             let digest = model::wire::measured::digest(Suite::Endpoint, &run.run_id.to_string(), &run.measurements);
@@ -876,19 +883,12 @@ async fn llm_runs_stored_before_the_flag_are_flagged_by_its_migration() {
         };
         assert!(digest(&llm).contains("\"llm\":{") && !digest(&plain).contains("\"llm\""));
         let version = model::wire::measured::DIGEST_VERSION;
-        for sql in [
-            "INSERT INTO agents (id, name, token_hash, scope, created_at_ms) VALUES ('a', 'old-agent', 'h', 'ingest', 0)"
-                .to_string(),
-            "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, gpus_json, first_seen_ms, \
-             last_seen_ms) VALUES ('n', 'old-host', 'cpu', 4, 1024, '6.1', '[]', 0, 0)"
-                .to_string(),
-            format!(
-                "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
+        for sql in [format!(
+            "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
                  status, suites, measurement_count) VALUES ('{}', 'n', 'a', '0.0.9', {}, {}, 0, 'ok', 'endpoint', 0), \
                  ('{}', 'n', 'a', '0.0.9', {}, {}, 0, 'ok', 'endpoint', 0)",
-                llm.run_id, llm.started_at_ms, llm.started_at_ms, plain.run_id, plain.started_at_ms, plain.started_at_ms
-            ),
-        ] {
+            llm.run_id, llm.started_at_ms, llm.started_at_ms, plain.run_id, plain.started_at_ms, plain.started_at_ms
+        )] {
             sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.unwrap();
         }
         for run in [&llm, &plain] {

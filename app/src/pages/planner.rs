@@ -930,8 +930,6 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             .into_any();
         }
     };
-    let share =
-        |saving: f64, of: f64| if of > 0.0 { format!(" ({} %)", signed(saving / of * 100.0)) } else { String::new() };
     // Owning, where compared, against the best commitment: whichever saves more a month.
     let owned_saving = b.owned.map(|(_, servers, months, total)| {
         let on_demand = b.on_demand_over(months as usize);
@@ -974,38 +972,23 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         .map(|c| {
             let months = c.term_months;
             view! {
-                <tr data-option=months.to_string()>
-                    <th>{c.name.clone()}</th>
-                    <td class="num">{usd(c.break_even_utilization * b.on_demand_hourly)}</td>
-                    <td class="num" data-out=format!("commit-{months}")>{grouped(f64::from(c.replicas))}</td>
-                    <td class="num">{months}</td>
-                    <td class="num">{usd(c.monthly_average_usd.0)}</td>
-                    <td class="num" data-out=format!("on-demand-{months}")>{usd(c.on_demand_term_cost_usd.0 / f64::from(months))}</td>
-                    <td class="num" data-out=format!("saving-{months}")>{format!("{}{}", usd(c.saving_usd.0), share(c.saving_usd.0, c.on_demand_term_cost_usd.0))}</td>
-                </tr>
+                <PurchaseRow key=months.to_string() name=c.name.clone() months
+                    hourly=usd(c.break_even_utilization * b.on_demand_hourly) hourly_note=None
+                    commit=grouped(f64::from(c.replicas)) total=c.term_cost_usd.0 on_demand=c.on_demand_term_cost_usd.0/>
             }
         })
         .collect_view();
-    const SPOT_MONTHS: usize = 12;
-    let on_demand = b.on_demand_over(SPOT_MONTHS);
+    const SPOT_MONTHS: u32 = 12;
     let spot = b.plan.spot.map(|s| match (s.useful_hourly_usd, s.interruption_hourly_usd) {
-        (Some(useful), Some(lost)) => {
-            let total = b.replica_hours(SPOT_MONTHS) * useful.0;
-            view! {
-                <tr data-option="spot">
-                    <th>"Spot"</th>
-                    <td class="num" data-out="spot-hourly">{format!("{} ({} lost)", usd(useful.0), usd(lost.0))}</td>
-                    <td class="num">"—"</td>
-                    <td class="num">{SPOT_MONTHS}</td>
-                    <td class="num">{usd(total / SPOT_MONTHS as f64)}</td>
-                    <td class="num">{usd(on_demand / SPOT_MONTHS as f64)}</td>
-                    <td class="num" data-out="spot-saving">{format!("{}{}", usd(on_demand - total), share(on_demand - total, on_demand))}</td>
-                </tr>
-            }
-            .into_any()
+        (Some(useful), Some(lost)) => view! {
+            <PurchaseRow key="spot".into() name="Spot".into() months=SPOT_MONTHS
+                hourly=usd(useful.0) hourly_note=Some(format!("{} of it lost", usd(lost.0)))
+                commit="—".into() total=b.replica_hours(SPOT_MONTHS as usize) * useful.0
+                on_demand=b.on_demand_over(SPOT_MONTHS as usize)/>
         }
+        .into_any(),
         _ => view! {
-            <tr data-option="spot"><th>"Spot"</th><td colspan="6" data-out="spot-hourly">"Never finishes: each hour paid loses at least an hour to interruptions."</td></tr>
+            <tr data-option="spot"><th>"Spot"</th><td colspan="4" data-out="hourly-spot">"Never finishes: each hour paid loses at least an hour to interruptions."</td></tr>
         }
         .into_any(),
     });
@@ -1025,17 +1008,10 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         )
     });
     let owned_row = b.owned.map(|(c, servers, months, total)| {
-        let on_demand = owned_saving.map_or(0.0, |(_, _, _, on_demand)| on_demand);
         view! {
-            <tr data-option="owned">
-                <th>"Owned servers"</th>
-                <td class="num" data-out="owned-hourly">{usd(c.hourly_usd.0)}</td>
-                <td class="num" data-out="owned-servers">{format!("{} bought", grouped(f64::from(servers)))}</td>
-                <td class="num">{months}</td>
-                <td class="num">{usd(total / f64::from(months.max(1)))}</td>
-                <td class="num">{usd(on_demand / f64::from(months.max(1)))}</td>
-                <td class="num" data-out="owned-saving">{format!("{}{}", usd(on_demand - total), share(on_demand - total, on_demand))}</td>
-            </tr>
+            <PurchaseRow key="owned".into() name="Owned servers".into() months
+                hourly=usd(c.hourly_usd.0) hourly_note=None commit=format!("{} bought", grouped(f64::from(servers)))
+                total on_demand=b.on_demand_over(months as usize)/>
         }
     });
     view! {
@@ -1044,9 +1020,8 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             <p class="big" data-out="purchase-verdict">{verdict}</p>
             <div tabindex="0" class="table-wrap"><table class="purchase">
                 <thead><tr>
-                    <th>"Option"</th><th class="num">"Per replica-hour"</th><th class="num">"Replicas to commit"</th>
-                    <th class="num">"Months"</th><th class="num">"Average a month"</th>
-                    <th class="num">"On demand, same months"</th><th class="num">"Saving over those months"</th>
+                    <th>"Option"</th><th class="num">"Per replica-hour"</th><th class="num">"Commit"</th>
+                    <th class="num">"A month"</th><th class="num">"Saving"</th>
                 </tr></thead>
                 <tbody>{rows}{spot}{owned_row}</tbody>
             </table></div>
@@ -1065,9 +1040,40 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
     .into_any()
 }
 
+/// One way of buying the replicas, over `months`: what it costs a month against on demand over
+/// the same months, and the saving. `key` names its cells for the tests: `commit-{key}`, …
+#[component]
+fn PurchaseRow(
+    key: String,
+    name: String,
+    months: u32,
+    hourly: String,
+    hourly_note: Option<String>,
+    commit: String,
+    total: f64,
+    on_demand: f64,
+) -> impl IntoView {
+    let saving = on_demand - total;
+    let per_month = |x: f64| usd(x / f64::from(months.max(1)));
+    view! {
+        <tr data-option=key.clone()>
+            <th>{name}<br/><small>{format!("{months} months")}</small></th>
+            <td class="num" data-out=format!("hourly-{key}")>{hourly}{hourly_note.map(|n| view! { <br/><small>{n}</small> })}</td>
+            <td class="num" data-out=format!("commit-{key}")>{commit}</td>
+            <td class="num">{per_month(total)}<br/><small data-out=format!("on-demand-{key}")>{format!("on demand {}", per_month(on_demand))}</small></td>
+            <td class="num" data-out=format!("saving-{key}")>{format!("{}{}", usd(saving), share(saving, on_demand))}</td>
+        </tr>
+    }
+}
+
 /// A figure as typed, to three decimals at most (1.1k parses to 1100.0000000000002).
 fn plain(x: f64) -> String {
     format!("{}", (x * 1e3).round() / 1e3)
+}
+
+/// " (30 %)": `saving` as a share of `of`, or nothing when there is nothing to share.
+fn share(saving: f64, of: f64) -> String {
+    if of > 0.0 { format!(" ({} %)", signed(saving / of * 100.0)) } else { String::new() }
 }
 
 /// A percentage with a true minus sign, as `usd` writes negative amounts.
