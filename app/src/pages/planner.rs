@@ -1021,7 +1021,7 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             <div tabindex="0" class="table-wrap"><table class="purchase">
                 <thead><tr>
                     <th>"Option"</th><th class="num">"Per replica-hour"</th><th class="num">"Commit"</th>
-                    <th class="num">"A month"</th><th class="num">"Saving"</th>
+                    <th class="num">"A month"<br/><small>"(on demand)"</small></th><th class="num">"Saving"</th>
                 </tr></thead>
                 <tbody>{rows}{spot}{owned_row}</tbody>
             </table></div>
@@ -1060,8 +1060,8 @@ fn PurchaseRow(
             <th>{name}<br/><small>{format!("{months} months")}</small></th>
             <td class="num" data-out=format!("hourly-{key}")>{hourly}{hourly_note.map(|n| view! { <br/><small>{n}</small> })}</td>
             <td class="num" data-out=format!("commit-{key}")>{commit}</td>
-            <td class="num">{per_month(total)}<br/><small data-out=format!("on-demand-{key}")>{format!("on demand {}", per_month(on_demand))}</small></td>
-            <td class="num" data-out=format!("saving-{key}")>{format!("{}{}", usd(saving), share(saving, on_demand))}</td>
+            <td class="num">{per_month(total)}<br/><small data-out=format!("on-demand-{key}")>{format!("({})", per_month(on_demand))}</small></td>
+            <td class="num" data-out=format!("saving-{key}")>{usd(saving)}<br/><small>{percent_of(saving, on_demand)}</small></td>
         </tr>
     }
 }
@@ -1071,9 +1071,14 @@ fn plain(x: f64) -> String {
     format!("{}", (x * 1e3).round() / 1e3)
 }
 
-/// " (30 %)": `saving` as a share of `of`, or nothing when there is nothing to share.
+/// "30 %": `saving` as a share of `of`; nothing when there is nothing to share.
+fn percent_of(saving: f64, of: f64) -> Option<String> {
+    (of > 0.0).then(|| format!("{} %", signed(saving / of * 100.0)))
+}
+
+/// " (30 %)", after an amount.
 fn share(saving: f64, of: f64) -> String {
-    if of > 0.0 { format!(" ({} %)", signed(saving / of * 100.0)) } else { String::new() }
+    percent_of(saving, of).map(|p| format!(" ({p})")).unwrap_or_default()
 }
 
 /// A percentage with a true minus sign, as `usd` writes negative amounts.
