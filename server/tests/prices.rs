@@ -85,7 +85,8 @@ async fn a_measured_node_carries_its_types_price_under_each_purchase_option() {
         let (_, _, csv) = export(&app, &viewer).await;
         let extra = "aws,c7i.2xlarge,,0,8,16,0.224,one_year,us-east-1,Test 1-year sheet,2026-11-01\n\
                      aws,c7i.2xlarge,,0,8,16,0.250,one_year,us-west-2,Older 1-year sheet,2025-11-01\n\
-                     aws,c7i.2xlarge,,0,8,16,0.1071,spot,us-east-1,Test spot history,2026-11-02\n";
+                     aws,c7i.2xlarge,,0,8,16,0.1071,spot,,Test spot history,2026-11-02\n\
+                     aws,c7i.2xlarge,,0,8,16,0.1500,spot,us-east-1,Regional spot history,2026-11-02\n";
         let (status, body) = import(&app, &finance, &format!("{csv}{extra}")).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let agent = app.store.upsert_agent("agent-1", &headroom_server::auth::hash_token("s")).await.unwrap();
@@ -117,6 +118,8 @@ async fn a_measured_node_carries_its_types_price_under_each_purchase_option() {
         let options: Vec<(&str, f64)> = offers.iter().map(|(o, p, _)| (o.as_str(), *p)).collect();
         assert_eq!(options, [("on_demand", 0.357), ("spot", 0.1071), ("one_year", 0.224)], "{}", db.backend);
         assert_eq!(offers[2].2, "price catalog v2 (Test 1-year sheet, as of 2026-11-01)");
+        // Of two spot rows as new as each other, the one without a region, on either backend.
+        assert_eq!(offers[1].2, "price catalog v2 (Test spot history, as of 2026-11-02)", "{}", db.backend);
         app.stop().await;
         db.drop_database().await;
     }

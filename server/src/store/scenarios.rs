@@ -111,11 +111,12 @@ impl Store {
     /// with, in [`crate::prices::PURCHASE_OPTIONS`]' order. A node does not say its region: of
     /// rows as new as each other, the first region by name (then provider) is taken for every
     /// option alike, so an import's prices for one type come from one region where it lists
-    /// them all there.
+    /// them all there. A row without a region sorts first on both backends (Postgres would put
+    /// a NULL last, SQLite first).
     pub async fn catalog_offers(&self, instance_type: &str) -> anyhow::Result<Vec<PriceOffer>> {
         let rows: Vec<(String, i64, String, String, i64)> = sqlx::query_as(
             "SELECT purchase_option, hourly_micro_usd, source, as_of, catalog_version FROM price_catalog \
-             WHERE instance_type = $1 ORDER BY as_of DESC, region, provider, id",
+             WHERE instance_type = $1 ORDER BY as_of DESC, COALESCE(region, ''), provider, id",
         )
         .bind(instance_type)
         .fetch_all(&self.pool)
