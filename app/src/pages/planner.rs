@@ -10,8 +10,10 @@ use model::plan::cost::{
     Amortization, AmortizationInput, BreakEven, BreakEvenInput, CapacityCost, CapacityInput, LatencySlo, SizedBy,
     amortize, break_even, capacity_cost,
 };
-use model::plan::owned::{OwnedCost, OwnedInput, PowerSource, fleet_over, owned_cost};
-use model::plan::purchase::{CommitmentOffer, CommitmentPlan, PurchaseInput, PurchasePlan, SpotOffer, purchase};
+use model::plan::owned::{OwnedCost, OwnedFleet, OwnedInput, PowerSource, fleet_over, owned_cost};
+use model::plan::purchase::{
+    CommitmentOffer, CommitmentPlan, PurchaseInput, PurchasePlan, SpotOffer, purchase, replica_hours,
+};
 use model::plan::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
 use model::units::{HOURS_PER_MONTH, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
@@ -397,7 +399,7 @@ impl Plan {
 }
 
 /// How far ahead purchase options are compared: the longest commitment term.
-pub const HORIZON_MONTHS: i32 = 36;
+pub const HORIZON_MONTHS: u32 = 36;
 
 /// The plan's replicas bought on demand, committed for one or three years, or on spot, each
 /// always running (as the capacity above is paid for).
@@ -410,22 +412,29 @@ pub struct Buying {
     pub interruptions_per_month: f64,
     pub lost_minutes: f64,
     pub plan: PurchasePlan,
-    /// With "compare owning": a server's hourly cost in parts, how many to buy for the peak of
-    /// its life, that life in months, and what they cost over it.
-    pub owned: Option<(OwnedCost, u32, u32, f64)>,
+    /// With "compare owning": a server's hourly cost in parts, and the fleet bought for the
+    /// peak of its life.
+    pub owned: Option<(OwnedCost, OwnedFleet)>,
+}
+
+/// What the Buying card recommends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BuyingVerdict<'a> {
+    /// Owning saves more a month than any commitment: this saving against on demand over the
+    /// servers' life, of that much on demand.
+    Own {
+        fleet: OwnedFleet,
+        saving: f64,
+        on_demand: f64,
+    },
+    Commit(&'a CommitmentPlan),
+    StayOnDemand,
 }
 
 impl Buying {
     /// On demand's cost over the first `months`.
     pub fn on_demand_over(&self, months: usize) -> f64 {
-        self.replica_hours(months) * self.on_demand_hourly
-    }
-
-    /// Replica-hours run over the first `months` (the last month's replicas past the horizon).
-    fn replica_hours(&self, months: usize) -> f64 {
-        let last = self.replicas.last().copied().unwrap_or(0);
-        let replicas: f64 = (0..months).map(|m| f64::from(self.replicas.get(m).copied().unwrap_or(last))).sum();
-        replicas * HOURS_PER_MONTH
+        replica_hours(&self.replicas, months) * self.on_demand_hourly
     }
 
     /// The commitment that saves most a month on average over its term, if any saves a cent.
@@ -437,6 +446,23 @@ impl Buying {
             .filter(|c| c.replicas > 0 && c.saving_usd.0 >= 0.005)
             .max_by(|a, b| monthly(a).total_cmp(&monthly(b)))
     }
+
+    /// Owning, where compared, against the best commitment: whichever saves more a month; on
+    /// demand where neither saves a cent.
+    pub fn verdict(&self) -> BuyingVerdict<'_> {
+        let best = self.best();
+        let best_monthly = best.map_or(0.0, |c| c.saving_usd.0 / f64::from(c.term_months));
+        let owning = self.owned.and_then(|(_, fleet)| {
+            let on_demand = self.on_demand_over(fleet.months as usize);
+            let saving = on_demand - fleet.total_usd;
+            (saving >= 0.005 && saving / f64::from(fleet.months) > best_monthly).then_some(BuyingVerdict::Own {
+                fleet,
+                saving,
+                on_demand,
+            })
+        });
+        owning.or(best.map(BuyingVerdict::Commit)).unwrap_or(BuyingVerdict::StayOnDemand)
+    }
 }
 
 /// The replicas each month of the next three years needs (the capacity model at that month's
@@ -446,7 +472,7 @@ pub fn monthly_replicas(p: &Plan) -> Option<Result<(Vec<u32>, f64), String>> {
     let mut replicas = Vec::with_capacity(HORIZON_MONTHS as usize);
     for month in 0..HORIZON_MONTHS {
         // A volume that shrinks to nothing (growth of −100 %) keeps the minimum running.
-        let volume = (input.requests_per_month.0 * (1.0 + p.growth).powi(month)).max(1e-9);
+        let volume = (input.requests_per_month.0 * (1.0 + p.growth).powi(month as i32)).max(1e-9);
         match capacity_cost(&CapacityInput { requests_per_month: PerMonth(volume), ..*input }) {
             Ok(cost) => replicas.push(cost.replicas),
             Err(e) => {
@@ -488,9 +514,7 @@ pub fn buying(form: &Form, replicas: &[u32], hourly: f64) -> Result<Buying, Stri
             if input.life_months.fract() != 0.0 {
                 return Err("Its life: must be a whole number of months".into());
             }
-            let months = input.life_months as u32;
-            let (servers, total) = fleet_over(replicas, months, &cost);
-            Some((cost, servers, months, total))
+            Some((cost, fleet_over(replicas, input.life_months as u32, &cost)))
         }
     };
     let commitment = |name: &str, term_months: u32, off: f64| CommitmentOffer {
@@ -930,22 +954,19 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             .into_any();
         }
     };
-    // Owning, where compared, against the best commitment: whichever saves more a month.
-    let owned_saving = b.owned.map(|(_, servers, months, total)| {
-        let on_demand = b.on_demand_over(months as usize);
-        (servers, months, on_demand - total, on_demand)
-    });
-    let best_monthly = b.best().map_or(0.0, |c| c.saving_usd.0 / f64::from(c.term_months));
-    let owning =
-        owned_saving.filter(|(_, months, saving, _)| *saving >= 0.005 && saving / f64::from(*months) > best_monthly);
-    let verdict = match (owning, b.best()) {
-        (Some((servers, months, saving, on_demand)), _) => format!(
-            "Own {} for {months} months: saves {} over them{} against on demand.",
-            if servers == 1 { "1 server".to_string() } else { format!("{} servers", grouped(f64::from(servers))) },
+    let verdict = match b.verdict() {
+        BuyingVerdict::Own { fleet, saving, on_demand } => format!(
+            "Own {} for {} months: saves {} over them{} against on demand.",
+            if fleet.servers == 1 {
+                "1 server".to_string()
+            } else {
+                format!("{} servers", grouped(f64::from(fleet.servers)))
+            },
+            fleet.months,
             usd(saving),
             share(saving, on_demand),
         ),
-        (None, Some(c)) => format!(
+        BuyingVerdict::Commit(c) => format!(
             "Commit {} for {} months: saves {} over the term{} against on demand.",
             if c.replicas == 1 {
                 "1 replica".to_string()
@@ -956,7 +977,9 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             usd(c.saving_usd.0),
             share(c.saving_usd.0, c.on_demand_term_cost_usd.0),
         ),
-        (None, None) => "Stay on demand: no commitment saves anything at these volumes and discounts.".to_string(),
+        BuyingVerdict::StayOnDemand => {
+            "Stay on demand: no commitment saves anything at these volumes and discounts.".to_string()
+        }
     };
     let break_even = b
         .plan
@@ -983,7 +1006,7 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         (Some(useful), Some(lost)) => view! {
             <PurchaseRow key="spot".into() name="Spot".into() months=SPOT_MONTHS
                 hourly=usd(useful.0) hourly_note=Some(format!("{} of it lost", usd(lost.0)))
-                commit="—".into() total=b.replica_hours(SPOT_MONTHS as usize) * useful.0
+                commit="—".into() total=replica_hours(&b.replicas, SPOT_MONTHS as usize) * useful.0
                 on_demand=b.on_demand_over(SPOT_MONTHS as usize)/>
         }
         .into_any(),
@@ -992,8 +1015,9 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
         }
         .into_any(),
     });
-    let owned_note = b.owned.map(|(c, _, months, _)| {
-        let held = if months > HORIZON_MONTHS as u32 {
+    let owned_note = b.owned.map(|(c, fleet)| {
+        let months = fleet.months;
+        let held = if months > HORIZON_MONTHS {
             format!(" Past month {HORIZON_MONTHS}, month {HORIZON_MONTHS}'s replicas are held for the rest of its {months} months.")
         } else {
             String::new()
@@ -1007,11 +1031,11 @@ fn PurchaseOptions(b: Result<Buying, String>) -> impl IntoView {
             usd(c.hosting_hourly_usd.0),
         )
     });
-    let owned_row = b.owned.map(|(c, servers, months, total)| {
+    let owned_row = b.owned.map(|(c, fleet)| {
         view! {
-            <PurchaseRow key="owned".into() name="Owned servers".into() months
-                hourly=usd(c.hourly_usd.0) hourly_note=None commit=format!("{} bought", grouped(f64::from(servers)))
-                total on_demand=b.on_demand_over(months as usize)/>
+            <PurchaseRow key="owned".into() name="Owned servers".into() months=fleet.months
+                hourly=usd(c.hourly_usd.0) hourly_note=None commit=format!("{} bought", grouped(f64::from(fleet.servers)))
+                total=fleet.total_usd on_demand=b.on_demand_over(fleet.months as usize)/>
         }
     });
     view! {
@@ -1269,12 +1293,12 @@ mod tests {
             // Owned: $30,000 over 36 × 730 hours, 0.7 kW × 1.4 × $0.12, $150 a month; bought for
             // the peak of its life, 23 replicas in month 36.
             let b = at(&[("own", "1")]).unwrap();
-            let (cost, servers, months, total) = b.owned.unwrap();
+            let (cost, fleet) = b.owned.unwrap();
             let hourly = 30_000.0 / 26_280.0 + 0.7 * 1.4 * 0.12 + 150.0 / 730.0;
             assert!((cost.hourly_usd.0 - hourly).abs() < 1e-12, "{cost:?}");
-            assert_eq!((servers, months), (*b.replicas.iter().max().unwrap(), 36));
-            assert_eq!(servers, 23);
-            assert!((total - 23.0 * hourly * 730.0 * 36.0).abs() < 1e-6);
+            assert_eq!((fleet.servers, fleet.months), (*b.replicas.iter().max().unwrap(), 36));
+            assert_eq!(fleet.servers, 23);
+            assert!((fleet.total_usd - 23.0 * hourly * 730.0 * 36.0).abs() < 1e-6);
             let bad = at(&[("own", "1"), ("own_pue", "0.5")]).unwrap_err();
             assert_eq!(bad, "Facility PUE: must be between 1 and 5");
             assert_eq!(

@@ -97,13 +97,22 @@ pub fn owned_cost(input: &OwnedInput) -> Result<OwnedCost, ModelError> {
     })
 }
 
+/// The servers a fleet buys and what they cost over their life ([`fleet_over`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OwnedFleet {
+    pub servers: u32,
+    pub months: u32,
+    pub total_usd: f64,
+}
+
 /// Owning enough servers for the most replicas needed over `months` (the list's last figure
-/// past its end), as bought servers run busy or not: how many, and what they cost over those
-/// months at `cost`.
-pub fn fleet_over(replicas_by_month: &[u32], months: u32, cost: &OwnedCost) -> (u32, f64) {
-    let last = replicas_by_month.last().copied().unwrap_or(0);
-    let peak = (0..months as usize).map(|m| replicas_by_month.get(m).copied().unwrap_or(last)).max().unwrap_or(0);
-    (peak, f64::from(peak) * cost.hourly_usd.0 * HOURS_PER_MONTH * f64::from(months))
+/// past its end, [`crate::plan::purchase::needed`]), as bought servers run busy or not: how
+/// many, and what they cost over those months at `cost`.
+pub fn fleet_over(replicas_by_month: &[u32], months: u32, cost: &OwnedCost) -> OwnedFleet {
+    let needed = |m| crate::plan::purchase::needed(replicas_by_month, m);
+    let servers = (0..months as usize).map(needed).max().unwrap_or(0);
+    let total_usd = f64::from(servers) * cost.hourly_usd.0 * HOURS_PER_MONTH * f64::from(months);
+    OwnedFleet { servers, months, total_usd }
 }
 
 #[cfg(test)]
@@ -140,11 +149,12 @@ mod tests {
     fn a_fleet_is_bought_for_its_peak() {
         let c = owned_cost(&server()).unwrap();
         // 2 replicas, then 3, then 5 past the list: 36 months need 5 servers.
-        let (servers, total) = fleet_over(&[2, 3, 5], 36, &c);
-        assert_eq!(servers, 5);
-        assert!((total - 5.0 * 1.175 * 730.0 * 36.0).abs() < 1e-6);
-        assert_eq!(fleet_over(&[2, 3, 5], 2, &c).0, 3);
-        assert_eq!(fleet_over(&[], 12, &c), (0, 0.0));
+        let fleet = fleet_over(&[2, 3, 5], 36, &c);
+        assert_eq!(fleet.servers, 5);
+        assert!((fleet.total_usd - 5.0 * 1.175 * 730.0 * 36.0).abs() < 1e-6);
+        assert_eq!(fleet_over(&[2, 3, 5], 2, &c).servers, 3);
+        let empty = fleet_over(&[], 12, &c);
+        assert_eq!((empty.servers, empty.total_usd), (0, 0.0));
     }
 
     #[test]

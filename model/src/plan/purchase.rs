@@ -120,11 +120,22 @@ pub struct PurchasePlan {
     pub spot: Option<SpotPlan>,
 }
 
+/// n_m: the replicas `replicas_by_month` needs in `month`, holding its last figure past its
+/// end (0 for an empty list).
+pub fn needed(replicas_by_month: &[u32], month: usize) -> u32 {
+    replicas_by_month.get(month).or(replicas_by_month.last()).copied().unwrap_or(0)
+}
+
+/// Replica-hours over the first `months`, each needed replica running every hour:
+/// Σ n_m × H. On demand costs this at its hourly price.
+pub fn replica_hours(replicas_by_month: &[u32], months: usize) -> f64 {
+    (0..months).map(|m| f64::from(needed(replicas_by_month, m))).sum::<f64>() * HOURS_PER_MONTH
+}
+
 impl PurchaseInput {
-    /// n_m, holding the last month's figure past the list.
+    /// n_m of this input.
     fn needed(&self, month: usize) -> u32 {
-        let last = self.replicas_by_month.len() - 1;
-        self.replicas_by_month[month.min(last)]
+        needed(&self.replicas_by_month, month)
     }
 
     fn validate(&self) -> Result<(), ModelError> {

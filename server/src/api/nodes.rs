@@ -62,13 +62,13 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
             None => Vec::new(),
         };
         let on_demand = offers.iter().find(|o| o.purchase_option == "on_demand");
-        let (hourly_usd, price_source) = match (node.hourly_usd, &node.instance_type, on_demand) {
+        let (hourly_usd, price_source) = match (node.hourly_usd, on_demand, &node.instance_type) {
             (Some(price), _, _) => (Some(price), "the node's operator (--hourly-usd)".to_string()),
-            (None, Some(_), Some(offer)) => (Some(offer.hourly_usd), offer.source.clone()),
-            (None, Some(instance), None) => {
+            (None, Some(offer), _) => (Some(offer.hourly_usd), offer.source.clone()),
+            (None, None, Some(instance)) => {
                 (None, format!("nowhere: {instance} has no on-demand price in the price catalog"))
             }
-            (None, None, _) => (None, "nowhere: the node gave no instance type or price".to_string()),
+            (None, None, None) => (None, "nowhere: the node gave no instance type or price".to_string()),
         };
         let run_id = latest.run_id.to_string();
         let digest = latest.digest;
