@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use model::FleetView;
 
 use crate::data::{
-    CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView, PersonView,
-    ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
+    AlertList, AlertView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView,
+    PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
 };
 
 /// Why page data could not be given: the HTTP status the API would answer and its message.
@@ -48,6 +48,10 @@ pub trait Backend: Send + Sync + 'static {
     fn llm_runs(&self, headers: http::HeaderMap, include: Option<String>) -> Answer<Vec<LlmRunView>>;
     /// One run and its node's history.
     fn run_page(&self, headers: http::HeaderMap, run_id: String) -> Answer<RunView>;
+    /// Regression alerts, active first.
+    fn alerts(&self, headers: http::HeaderMap) -> Answer<AlertList>;
+    /// Sets an alert's state (planner).
+    fn set_alert_state(&self, headers: http::HeaderMap, id: String, state: String) -> Answer<AlertView>;
     /// Saves page inputs under a name.
     fn save_scenario(
         &self,

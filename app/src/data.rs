@@ -169,6 +169,79 @@ pub struct RunView {
     /// A load test of an OpenAI-compatible server: the engine fitted on it when it was stored,
     /// and each step predicted.
     pub llm: Option<model::plan::llm::fit::LlmCheck>,
+    /// Regression alerts this run raised or was counted on.
+    #[serde(default)]
+    pub alerts: Vec<AlertView>,
+}
+
+/// A regression alert ([`model::plan::regression`]): a run's headline figure worse than the
+/// recent runs of its hardware class by more than the threshold and the noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertView {
+    pub id: String,
+    /// `open`, `acknowledged` or `resolved`.
+    pub state: String,
+    /// The instance type, else the CPU model, whose runs were compared.
+    pub class: String,
+    pub suite: String,
+    pub figure: String,
+    pub unit: String,
+    /// `higher` or `lower`: which way the figure gets better.
+    pub better: String,
+    /// The run that raised it.
+    pub run_id: String,
+    pub node_id: String,
+    pub hostname: String,
+    pub started_at_ms: i64,
+    /// The newest run counted on it.
+    pub last_run_id: String,
+    pub last_started_at_ms: i64,
+    /// Regressed runs counted on it.
+    pub runs: i64,
+    /// `run`: the raising run's value was judged; `window`: the median of it and the runs just
+    /// before it (a shift that lasted, hidden in any one run by the noise).
+    pub judged_on: String,
+    pub value: f64,
+    /// The trailing runs' median and noise (σ from their MAD).
+    pub median: f64,
+    pub noise: f64,
+    pub baseline_runs: i64,
+    /// The extra capacity the same volume needs: the share the spend grows by.
+    pub worse_by: f64,
+    /// What `worse_by` had to exceed: max(threshold, 3σ ÷ median).
+    pub bound: f64,
+    pub threshold: f64,
+    /// What it costs a month, where a report lists deployments on the class.
+    pub monthly_cost_usd: Option<f64>,
+    /// Where that figure came from, or why there is none.
+    pub cost_basis: String,
+    /// What the run was measured with that differs from the run before it in the class.
+    pub changes: String,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    /// Who last set its state.
+    pub acted_by: Option<String>,
+    /// `none` (no webhook set), `pending`, `sent` or `failed`.
+    pub webhook_state: String,
+    pub webhook_attempts: i64,
+    pub webhook_error: Option<String>,
+}
+
+impl AlertView {
+    pub fn is_active(&self) -> bool {
+        self.state != "resolved"
+    }
+}
+
+/// The Alerts page: alerts, active first, and whether the caller may act on them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertList {
+    pub items: Vec<AlertView>,
+    pub can_act: bool,
+    /// The threshold the server alerts above, as a fraction.
+    pub threshold: f64,
+    /// Whether a webhook is told of new alerts.
+    pub webhook: bool,
 }
 
 /// A saved set of page inputs.
@@ -419,6 +492,18 @@ pub async fn run_page(run_id: String) -> Result<RunView, ServerFnError> {
 #[server(prefix = "/srv", endpoint = "save_scenario")]
 pub async fn save_scenario(kind: String, name: String, query: String) -> Result<ScenarioView, ServerFnError> {
     backend().0.save_scenario(headers().await?, kind, name, query).await.map_err(crate::backend::page_error)
+}
+
+/// Regression alerts, active first.
+#[server(prefix = "/srv", endpoint = "alerts")]
+pub async fn alerts() -> Result<AlertList, ServerFnError> {
+    backend().0.alerts(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// Acknowledges, resolves or reopens an alert (role planner or above).
+#[server(prefix = "/srv", endpoint = "set_alert_state")]
+pub async fn set_alert_state(id: String, state: String) -> Result<AlertView, ServerFnError> {
+    backend().0.set_alert_state(headers().await?, id, state).await.map_err(crate::backend::page_error)
 }
 
 /// Every saved scenario, newest first.

@@ -66,6 +66,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/runs/:id") view=|| view! { <Shell><pages::run::RunPageView/></Shell> }/>
                 <Route path=path!("/scenarios") view=|| view! { <Shell><pages::scenarios::ScenariosPage/></Shell> }/>
                 <Route path=path!("/scenarios/compare") view=|| view! { <Shell><pages::compare::ComparePage/></Shell> }/>
+                <Route path=path!("/alerts") view=|| view! { <Shell><pages::alerts::AlertsPage/></Shell> }/>
                 <Route path=path!("/reports") view=|| view! { <Shell><pages::reports::ReportsPage/></Shell> }/>
                 <Route path=path!("/admin") view=|| view! { <Shell><pages::admin::AdminPage/></Shell> }/>
             </Routes>
@@ -84,6 +85,7 @@ fn Shell(children: Children) -> impl IntoView {
         ("/transport", "Transport"),
         ("/scenarios", "Scenarios"),
         ("/reports", "Reports"),
+        ("/alerts", "Alerts"),
         ("/admin", "Admin"),
     ];
     view! {

@@ -18,12 +18,13 @@ use crate::store::{AgentRecord, Store};
 
 pub struct IngestService {
     store: Store,
+    alerts: std::sync::Arc<crate::alerts::Settings>,
 }
 
 /// The gRPC routes, behind [`authenticate`].
 pub fn router(state: &AppState) -> Router<AppState> {
-    let service =
-        IngestServer::new(IngestService { store: state.store.clone() }).max_decoding_message_size(MAX_UPLOAD_BYTES);
+    let service = IngestServer::new(IngestService { store: state.store.clone(), alerts: state.alerts.clone() })
+        .max_decoding_message_size(MAX_UPLOAD_BYTES);
     Router::new()
         .route_service("/headroom.v1.Ingest/{*method}", service)
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
@@ -144,7 +145,7 @@ impl Ingest for IngestService {
             ingest::rejected(Door::Grpc);
             proto::codec::invalid_field(e)
         })?;
-        let ack = ingest::ingest(&self.store, &agent, run, Door::Grpc).await.map_err(status)?;
+        let ack = ingest::ingest(&self.store, &self.alerts, &agent, run, Door::Grpc).await.map_err(status)?;
         Ok(Response::new(UploadAck::from(&ack)))
     }
 }

@@ -39,7 +39,13 @@ pub fn decode_json(bytes: &[u8]) -> Result<RunUpload, ApiError> {
 /// How far ahead of the server's clock a run may say it started: clocks drift, but not by days.
 pub const MAX_CLOCK_AHEAD_MS: i64 = 24 * 3_600_000;
 
-pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Door) -> Result<IngestAck, ApiError> {
+pub async fn ingest(
+    store: &Store,
+    alerts: &crate::alerts::Settings,
+    agent: &AgentRecord,
+    run: RunUpload,
+    door: Door,
+) -> Result<IngestAck, ApiError> {
     debug_assert_eq!(run.validate(), Ok(()), "ingest is given decoded, valid runs");
     // Decoding histograms is CPU work: off the async workers, for the runs that carry any.
     let (run, checked) = if run.measurements.iter().any(|m| m.histogram.is_some()) {
@@ -80,6 +86,11 @@ pub async fn ingest(store: &Store, agent: &AgentRecord, run: RunUpload, door: Do
             .increment(u64::from(outcome.measurements));
     }
     tracing::info!(run_id = %run.run_id, agent = %agent.name, duplicate = outcome.duplicate, "run ingested");
+    // Stored and so acknowledged whatever the judgement does; a run sent again is judged again
+    // (it may not have been: the process may have died after the commit) and counted once.
+    if let Err(err) = crate::alerts::after_ingest(store, alerts, &run).await {
+        tracing::warn!(run_id = %run.run_id, error = %format!("{err:#}"), "could not judge the run for regressions");
+    }
     Ok(IngestAck { run_id: run.run_id, duplicate: outcome.duplicate, measurements_stored: outcome.measurements })
 }
 

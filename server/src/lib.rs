@@ -4,6 +4,7 @@
 #![recursion_limit = "512"]
 
 pub mod admin;
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod blocking;
@@ -46,6 +47,8 @@ pub struct AppState {
     /// SHA-256 of the bearer token a Prometheus scraper sends for `/metrics` (admins may read
     /// it too); `None`: only admins.
     pub metrics_token_hash: Option<String>,
+    /// Regression alerts: the threshold and the webhook.
+    pub alerts: std::sync::Arc<alerts::Settings>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -63,7 +66,14 @@ impl AppState {
             .site_root(site_root.to_string_lossy().to_string())
             .site_pkg_dir("pkg")
             .build();
-        AppState { store, leptos, metrics: telemetry::prometheus(), tls: false, metrics_token_hash: None }
+        AppState {
+            store,
+            leptos,
+            metrics: telemetry::prometheus(),
+            tls: false,
+            metrics_token_hash: None,
+            alerts: Default::default(),
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use headroom_server::alerts::{Settings, Webhook, WebhookFormat};
 use headroom_server::auth::Role;
 use headroom_server::store::{self, Store};
 use headroom_server::{AppState, admin};
@@ -59,6 +60,18 @@ enum Command {
         /// read /metrics.
         #[arg(long, env = "HEADROOM_METRICS_TOKEN", hide_env_values = true)]
         metrics_token: Option<String>,
+        /// A regression alert is raised when a run's headline figure is worse than the median
+        /// of its hardware class's recent runs by more than this fraction (and the noise).
+        #[arg(long, env = "HEADROOM_ALERT_THRESHOLD", default_value_t = model::plan::regression::DEFAULT_THRESHOLD,
+              value_parser = parse_threshold)]
+        alert_threshold: f64,
+        /// POST each new regression alert to this URL (retried with back-off, 10 s a try). It
+        /// is a secret: receivers such as Slack's take their token in the URL.
+        #[arg(long, env = "HEADROOM_ALERT_WEBHOOK", hide_env_values = true)]
+        alert_webhook: Option<String>,
+        /// The webhook's body: the alert as JSON, or a Slack-compatible `{"text": …}`.
+        #[arg(long, env = "HEADROOM_ALERT_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Json)]
+        alert_webhook_format: WebhookFormat,
     },
     /// Manage users and tokens.
     #[command(subcommand)]
@@ -139,6 +152,11 @@ fn parse_role(text: &str) -> Result<Role, String> {
     Role::parse(text).ok_or_else(|| format!("unknown role '{text}': expected viewer, planner, finance or admin"))
 }
 
+fn parse_threshold(text: &str) -> Result<f64, String> {
+    let value: f64 = text.trim().parse().map_err(|_| format!("'{text}' is not a number (0.1 is 10 %)"))?;
+    model::plan::regression::threshold(value).map_err(|e| e.reason)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli: Cli = cli_config::parse();
@@ -176,8 +194,22 @@ async fn main() -> anyhow::Result<()> {
         _ => Store::connect(&url).await?,
     };
     match cli.command {
-        Command::Serve { listen, site_root, tls_cert, tls_key, metrics_token } => {
-            serve(store, listen, site_root, tls_cert.zip(tls_key), metrics_token).await
+        Command::Serve {
+            listen,
+            site_root,
+            tls_cert,
+            tls_key,
+            metrics_token,
+            alert_threshold,
+            alert_webhook,
+            alert_webhook_format,
+        } => {
+            let webhook = alert_webhook
+                .filter(|url| !url.trim().is_empty())
+                .map(|url| Webhook::new(url.trim(), alert_webhook_format))
+                .transpose()?;
+            let alerts = Settings { threshold: alert_threshold, webhook, ..Settings::default() };
+            serve(store, listen, site_root, tls_cert.zip(tls_key), metrics_token, alerts).await
         }
         Command::Admin(command) => run_admin(&store, &cli.data_dir, command).await,
         Command::Retention { keep_months, dry_run, json } => {
@@ -210,6 +242,7 @@ async fn serve(
     site_root: Option<PathBuf>,
     tls: Option<(PathBuf, PathBuf)>,
     metrics_token: Option<String>,
+    alerts: Settings,
 ) -> anyhow::Result<()> {
     let site_root = match site_root {
         Some(root) => root,
@@ -229,6 +262,8 @@ async fn serve(
         }
     });
     let mut state = AppState::new(store.clone(), &site_root);
+    state.alerts = std::sync::Arc::new(alerts);
+    headroom_server::alerts::spawn_deliverer(store.clone(), state.alerts.clone());
     if !site_root.join("pkg").join(format!("{}.js", state.leptos.output_name)).exists() {
         tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`, or `cargo xtask dist` for the release bundle)");
     }

@@ -173,6 +173,10 @@ pub struct ReportRow {
     /// The saved scenario the deployment came from.
     #[serde(default)]
     pub scenario_id: Option<String>,
+    /// The instance type it was priced as, when priced from the catalog (regression alerts
+    /// price a regression of that class from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
 }
 
 /// A built report.
@@ -470,6 +474,7 @@ fn row(
         price_source,
         run_ids,
         scenario_id: d.scenario_id.clone(),
+        instance_type: price.and(d.instance_type.as_deref()).map(|t| t.trim().to_string()),
     })
 }
 

@@ -72,6 +72,16 @@ async fn render(State(state): State<AppState>, headers: HeaderMap) -> Response {
             return err.into_response();
         }
     }
+    // Alerts by state, from the database, so every replica answers the fleet's count.
+    match state.store.alert_counts().await {
+        Ok(counts) => {
+            for name in crate::store::ALERT_STATES {
+                let n = counts.iter().find(|(s, _)| s == name).map_or(0, |(_, n)| *n);
+                metrics::gauge!("headroom_alerts", "state" => name).set(n as f64);
+            }
+        }
+        Err(err) => tracing::warn!(error = %format!("{err:#}"), "could not count the alerts for /metrics"),
+    }
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
 }
 

@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
-    CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView, PersonView,
-    ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
+    AlertList, AlertView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView,
+    PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -30,6 +30,7 @@ use crate::{AppState, api};
 
 struct WebBackend {
     store: Store,
+    alerts: Arc<crate::alerts::Settings>,
 }
 
 type Answer<T> = BoxFuture<'static, Result<T, PageError>>;
@@ -85,6 +86,18 @@ impl Backend for WebBackend {
 
     fn run_page(&self, headers: HeaderMap, run_id: String) -> Answer<RunView> {
         self.answer(headers, move |store, caller| async move { api::runs::page(&store, &caller, &run_id).await })
+    }
+
+    fn alerts(&self, headers: HeaderMap) -> Answer<AlertList> {
+        let settings = self.alerts.clone();
+        self.answer(headers, move |store, caller| async move { api::alerts::page(&store, &caller, &settings).await })
+    }
+
+    fn set_alert_state(&self, headers: HeaderMap, id: String, state: String) -> Answer<AlertView> {
+        self.answer(
+            headers,
+            move |store, caller| async move { api::alerts::set_state(&store, &caller, &id, &state).await },
+        )
     }
 
     fn save_scenario(&self, headers: HeaderMap, kind: String, name: String, query: String) -> Answer<ScenarioView> {
@@ -197,7 +210,7 @@ impl Backend for WebBackend {
 /// The pages (behind sign-in), the page data endpoints and the browser bundle.
 pub fn router(state: &AppState) -> Router<AppState> {
     let options = state.leptos.clone();
-    let backend = BackendHandle(Arc::new(WebBackend { store: state.store.clone() }));
+    let backend = BackendHandle(Arc::new(WebBackend { store: state.store.clone(), alerts: state.alerts.clone() }));
     let pkg = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
     let bundle = bundle(pkg, &options.output_name);
     Router::new()

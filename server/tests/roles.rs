@@ -66,6 +66,9 @@ struct Route {
     ok: &'static [u16],
 }
 
+/// An alert id no alert has.
+const NO_ALERT: &str = "00000000-0000-4000-8000-00000000a1e7";
+
 fn route(
     method: &'static str,
     path: impl Into<String>,
@@ -249,6 +252,18 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         // The first caller let in deletes it; later ones find nothing (the role is checked first,
         // so a 404 is also an answer only a caller let in gets).
         route("DELETE", format!("/api/v1/scenarios/{doomed_id}"), PLANNER, Api, Body::None, &[204, 404]),
+        // No alert has this id: callers let in get 404 (the role is checked first).
+        route("GET", "/api/v1/alerts", VIEWER, Api, Body::None, OK),
+        route("GET", "/api/v1/alerts?state=resolved", VIEWER, Api, Body::None, OK),
+        route("GET", format!("/api/v1/alerts/{NO_ALERT}"), VIEWER, Api, Body::None, &[404]),
+        route(
+            "PATCH",
+            format!("/api/v1/alerts/{NO_ALERT}"),
+            PLANNER,
+            Api,
+            Body::Json(json!({"state": "acknowledged"}).to_string()),
+            &[404],
+        ),
         route("GET", "/api/v1/prices", VIEWER, Api, Body::None, OK),
         route("GET", "/api/v1/prices/versions", VIEWER, Api, Body::None, OK),
         route("POST", "/api/v1/prices", FINANCE, Api, Body::Csv(catalog.clone()), CREATED),
@@ -270,7 +285,7 @@ fn routes(f: &Fixtures) -> Vec<Route> {
     ]);
     // Pages: any signed-in person (the data on them is checked per role by the `/srv/*` calls
     // they make, below, and by the content check in the test).
-    for page in ["/fleet", "/planner", "/right-sizing", "/transport", "/scenarios", "/reports", "/admin"] {
+    for page in ["/fleet", "/planner", "/right-sizing", "/transport", "/scenarios", "/reports", "/admin", "/alerts"] {
         routes.push(route("GET", page, VIEWER, Page, Body::None, OK));
     }
     let compare = format!("/scenarios/compare?a={scenario_id}&b={scenario_id}");
@@ -285,6 +300,7 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         ("transport_runs", VIEWER, form(&[])),
         ("run_page", VIEWER, form(&[("run_id", run_id)])),
         ("scenarios", VIEWER, form(&[])),
+        ("alerts", VIEWER, form(&[])),
         ("scenario", VIEWER, form(&[("id", scenario_id)])),
         ("rename_scenario", PLANNER, form(&[("id", scenario_id), ("name", "roles page rename")])),
         ("price_catalog", VIEWER, form(&[])),
@@ -304,6 +320,14 @@ fn routes(f: &Fixtures) -> Vec<Route> {
     ] {
         routes.push(route("POST", format!("/srv/{endpoint}"), need, Api, body, OK));
     }
+    routes.push(route(
+        "POST",
+        "/srv/set_alert_state",
+        PLANNER,
+        Api,
+        form(&[("id", NO_ALERT), ("state", "resolved")]),
+        &[404],
+    ));
     // Like the API's DELETE: the first caller let in deletes, later ones get 404.
     routes.push(route("POST", "/srv/delete_scenario", PLANNER, Api, form(&[("id", doomed_page_id)]), &[200, 404]));
     routes.push(route(

@@ -93,6 +93,7 @@ fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built) -> any
             .arg(e2e.join("fleet.test.mjs"))
             .arg(e2e.join("pages.test.mjs"))
             .arg(e2e.join("service.test.mjs"))
+            .arg(e2e.join("alerts.test.mjs"))
             .env("HEADROOM_ENDPOINT_SERVERS", target.join("endpoint-servers"))
             .env("HEADROOM_ONNXRUNTIME_PYTHON", target.join("onnxruntime/bin/python"))
             .env("HEADROOM_SCREENSHOTS", &screenshots)

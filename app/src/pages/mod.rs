@@ -1,6 +1,7 @@
 //! One module per page, named after its path (`/right-sizing` is `right_sizing`).
 
 pub mod admin;
+pub mod alerts;
 pub mod compare;
 pub mod fleet;
 pub mod llm;

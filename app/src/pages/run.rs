@@ -549,6 +549,7 @@ fn Run(view: RunView) -> impl IntoView {
         {run.measurements_removed_at_ms.map(|at| view! {
             <p class="notice" data-out="measurements-removed">{format!("This run's measurements were removed by retention on {}. Its summaries stay: its figures in trends, on the Fleet, Transport and Right-sizing pages are those measured.", utc_minute(at))}</p>
         })}
+        <crate::pages::alerts::RunAlerts alerts=view.alerts.clone()/>
         <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
         {endpoint_check}
         {llm_check}

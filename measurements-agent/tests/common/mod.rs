@@ -106,7 +106,12 @@ pub struct Server {
 impl Server {
     /// The server on `listen` (`127.0.0.1:0`: a free port) over the database in `data_dir`.
     pub async fn start(data_dir: &Path, listen: &str) -> Server {
-        Self::spawn(data_dir, listen, None).await
+        Self::spawn(data_dir, listen, None, &[]).await
+    }
+
+    /// [`Server::start`] with more `serve` flags.
+    pub async fn start_with(data_dir: &Path, flags: &[&str]) -> Server {
+        Self::spawn(data_dir, "127.0.0.1:0", None, flags).await
     }
 
     /// The server serving HTTPS (and gRPC over TLS) with `cert`/`key` (PEM).
@@ -114,14 +119,15 @@ impl Server {
         let (cert_path, key_path) = (data_dir.join("cert.pem"), data_dir.join("key.pem"));
         std::fs::write(&cert_path, cert).unwrap();
         std::fs::write(&key_path, key).unwrap();
-        Self::spawn(data_dir, "127.0.0.1:0", Some((cert_path, key_path))).await
+        Self::spawn(data_dir, "127.0.0.1:0", Some((cert_path, key_path)), &[]).await
     }
 
-    async fn spawn(data_dir: &Path, listen: &str, tls: Option<(PathBuf, PathBuf)>) -> Server {
+    async fn spawn(data_dir: &Path, listen: &str, tls: Option<(PathBuf, PathBuf)>, flags: &[&str]) -> Server {
         let listen = if listen.ends_with(":0") { free_addr() } else { listen.to_string() };
         let mut command = Command::new(server_bin());
         command
             .args(["serve", "--listen", &listen, "--site-root", "/nonexistent-site"])
+            .args(flags)
             .env("HEADROOM_DATA_DIR", data_dir)
             .env("RUST_LOG", "error")
             .env_remove("DATABASE_URL")
@@ -231,6 +237,24 @@ impl Server {
     /// One stored run with its measurements.
     pub async fn run(&self, id: &str) -> serde_json::Value {
         self.get(&format!("/api/v1/runs/{id}")).await
+    }
+
+    /// Regression alerts, active first (at most 200).
+    pub async fn alerts(&self) -> Vec<serde_json::Value> {
+        self.get("/api/v1/alerts").await.as_array().expect("a list").clone()
+    }
+
+    /// Sets an alert's state as an admin; the status answered.
+    pub async fn set_alert_state(&self, id: &str, state: &str) -> u16 {
+        let response = self
+            .http
+            .patch(format!("{}/api/v1/alerts/{id}", self.direct))
+            .bearer_auth(&self.admin_token)
+            .json(&serde_json::json!({ "state": state }))
+            .send()
+            .await
+            .expect("the server answers");
+        response.status().as_u16()
     }
 
     /// The nodes, as `GET /api/v1/nodes` lists them.

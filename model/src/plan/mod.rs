@@ -10,6 +10,7 @@ pub mod owned;
 pub mod purchase;
 pub mod quant;
 pub mod queue;
+pub mod regression;
 pub mod rightsize;
 pub mod rng;
 pub mod transport;

@@ -5,6 +5,8 @@
 //! | `POST /api/v1/runs` | agent token |
 //! | `GET /api/v1/runs`, `GET /api/v1/runs/{id}`, `GET /api/v1/nodes`, `GET /api/v1/me` | viewer |
 //! | `GET /api/v1/scenarios`, `GET /api/v1/scenarios/{id}` | viewer |
+//! | `GET /api/v1/alerts`, `GET /api/v1/alerts/{id}` | viewer |
+//! | `PATCH /api/v1/alerts/{id}` (acknowledge, resolve, reopen) | planner |
 //! | `POST /api/v1/scenarios`, `PATCH /api/v1/scenarios/{id}` (rename), `DELETE /api/v1/scenarios/{id}` | planner |
 //! | `GET /api/v1/prices`, `GET /api/v1/prices/versions` | viewer |
 //! | `POST /api/v1/prices` (CSV) | finance |
@@ -15,6 +17,7 @@
 //! | `POST /login`, `POST /logout` | anyone |
 
 pub mod agents;
+pub mod alerts;
 pub mod model;
 pub mod nodes;
 pub mod people;
@@ -40,6 +43,7 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(runs::router())
         .merge(nodes::router())
         .merge(agents::router())
+        .merge(alerts::router())
         .merge(people::router())
         .merge(model::router())
         .merge(prices::router())

@@ -49,7 +49,7 @@ pub async fn create(
             return Err(err);
         }
     };
-    let ack = ingest::ingest(&state.store, &agent, run, Door::Http).await?;
+    let ack = ingest::ingest(&state.store, &state.alerts, &agent, run, Door::Http).await?;
     let status = if ack.duplicate { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, Json(ack)))
 }
@@ -167,5 +167,7 @@ pub async fn page(store: &Store, caller: &Caller, run_id: &str) -> Result<RunVie
         true => store.run_digest(id, Suite::Endpoint).await?.and_then(|d| d.digest.llm).map(|d| d.check),
         false => None,
     };
-    Ok(RunView { detail, node_runs, trends, llm })
+    let suites: Vec<&str> = detail.run.suites.iter().map(|s| s.as_str()).collect();
+    let alerts = store.run_alerts(&id.to_string(), &suites).await?.iter().map(crate::alerts::view).collect();
+    Ok(RunView { detail, node_runs, trends, llm, alerts })
 }

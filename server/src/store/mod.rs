@@ -2,6 +2,7 @@
 //! (`$N` placeholders are understood by SQLite and Postgres alike); only the migrations and
 //! the connection set-up differ, chosen from the URL at start-up.
 
+mod alerts;
 mod people;
 mod prices;
 mod reports;
@@ -25,6 +26,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Any, AnyPool, AssertSqlSafe, ConnectOptions, Database, Encode, Row, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use alerts::{AlertRecord, NewAlert, PAGE as ALERT_PAGE, Recorded, STATES as ALERT_STATES};
 pub use people::{AgentRecord, ApiTokenRecord, NameTaken, PersonChange, PersonRecord, UserRecord};
 pub use prices::CatalogVersion;
 pub use reports::ReportRecord;
@@ -249,6 +251,17 @@ impl Store {
     ) -> anyhow::Result<Vec<(String, String)>> {
         let mut reads = runs::page_reads(node, (run_id, run_started_at_ms));
         reads.push(("reports".into(), reports::list_sql(200), vec![]));
+        reads.push((
+            "a class's newest headlines (regression alerts)".into(),
+            alerts::history_sql(model::plan::regression::TRAILING),
+            vec![
+                runs::Bind::Text("c7i.2xlarge".into()),
+                runs::Bind::Text("system".into()),
+                runs::Bind::Int(run_started_at_ms),
+                runs::Bind::Text(run_id.into()),
+            ],
+        ));
+        reads.push(("alerts in a state".into(), alerts::list_sql(alerts::PAGE), vec![runs::Bind::Text("open".into())]));
         let mut tx = self.pool.begin().await?;
         let (explain, detail_column) = match self.backend {
             DatabaseKind::Sqlite => ("EXPLAIN QUERY PLAN", 3),
@@ -319,11 +332,12 @@ pub fn now_ms() -> i64 {
 /// An optional double bound so that Postgres always sees `float8`, NULL or not.
 ///
 /// Postgres prepares a statement once per connection with the parameter types of its first
-/// execution. sqlx 0.9's `Any` driver turns `Option::<f64>::None` into a `float4` NULL (its
-/// `Real`/`Double` NULL mapping is swapped), so a statement first run with a NULL double then
-/// fails on that connection for every later value ("incorrect binary data format"). A `Real`
-/// NULL comes out as `float8`; `store_binds_nulls_and_values_alike` in the store tests fails if
-/// a sqlx upgrade changes that.
+/// execution, so a statement first run with a NULL of another type fails on that connection for
+/// every later value ("incorrect binary data format"). sqlx 0.9.0's `Any` driver had its
+/// `Real`/`Double` NULL mapping swapped (so this bound a `Real` NULL); 0.9.1 maps them straight,
+/// which made that a `float4` NULL, found by regression alerts (a first alert without a price,
+/// the next with one). `an_alert_unpriced_then_priced_binds_alike_on_one_connection` in
+/// `server/tests/alerts.rs` fails if a sqlx upgrade changes the mapping again.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OptF64(pub Option<f64>);
 
@@ -337,7 +351,7 @@ impl<'q> Encode<'q, Any> for OptF64 {
     fn encode_by_ref(&self, buf: &mut <Any as Database>::ArgumentBuffer) -> Result<IsNull, BoxDynError> {
         match self.0 {
             Some(value) => <f64 as Encode<'q, Any>>::encode_by_ref(&value, buf),
-            None => <Option<f32> as Encode<'q, Any>>::encode_by_ref(&None, buf),
+            None => <Option<f64> as Encode<'q, Any>>::encode_by_ref(&None, buf),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
+use model::plan::regression;
 use model::wire::measured::{self, DIGEST_VERSION, SuiteDigest};
 use model::{
     Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload, Stats,
@@ -479,12 +480,13 @@ impl Store {
                 for (run_id, digest) in digests {
                     let stored = StoredDigest::new(suite, &digest)?;
                     rewritten += sqlx::query(AssertSqlSafe(format!(
-                        "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1, llm = $2 \
-                         WHERE suite = $3 AND run_id = $4 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) \
+                        "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1, llm = $2, headline = $3 \
+                         WHERE suite = $4 AND run_id = $5 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) \
                          AND measurements_removed_at_ms IS NULL"
                     )))
                     .bind(stored.json)
                     .bind(i64::from(stored.llm))
+                    .bind(super::OptF64(stored.headline))
                     .bind(&suite_name)
                     .bind(&run_id)
                     .execute(&mut *tx)
@@ -784,11 +786,18 @@ struct StoredDigest {
     json: String,
     /// Whether it holds an LLM engine (`run_suites.llm`), which the LLM page picks runs by.
     llm: bool,
+    /// Its headline figure's value (`run_suites.headline`), which regression alerts compare.
+    headline: Option<f64>,
 }
 
 impl StoredDigest {
     fn new(suite: Suite, digest: &SuiteDigest) -> anyhow::Result<StoredDigest> {
-        Ok(StoredDigest { suite, json: serde_json::to_string(digest)?, llm: digest.llm.is_some() })
+        Ok(StoredDigest {
+            suite,
+            json: serde_json::to_string(digest)?,
+            llm: digest.llm.is_some(),
+            headline: digest.headline.as_ref().map(|h| h.value).filter(|v| v.is_finite()),
+        })
     }
 }
 
@@ -845,6 +854,8 @@ async fn store_run(
         RunStatus::Ok
     };
     let suite_list = digests.iter().map(|d| d.suite.as_str()).collect::<Vec<_>>().join(",");
+    let class = regression::class_of(node);
+    let context = serde_json::to_string(&regression::RunContext::of(run))?;
     let head = Head {
         node: Insert {
             into: "INSERT INTO nodes (id, hostname, cpu_model, cpu_cores, memory_bytes, kernel, instance_type, \
@@ -893,8 +904,9 @@ async fn store_run(
             conflict: "ON CONFLICT (id) DO NOTHING",
         },
         suites: Insert {
-            into: "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest, llm)",
-            width: 7,
+            into: "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest, llm, class, \
+                   headline, context)",
+            width: 10,
             binds: digests
                 .iter()
                 .flat_map(|d| {
@@ -906,6 +918,9 @@ async fn store_run(
                         Int(DIGEST_VERSION),
                         Text(&d.json),
                         Int(i64::from(d.llm)),
+                        Text(class),
+                        OptFloat(d.headline),
+                        Text(&context),
                     ]
                 })
                 .collect(),
