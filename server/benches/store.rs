@@ -3,10 +3,12 @@
 //! Fills a store through the real ingest (`Store::insert_run`) with runs of 2 000 nodes, 100
 //! measurements each (3 memcpy, 60 transport, 37 quantization, shaped as the agent sends
 //! them), and times every read the pages and lists make at two sizes in the same run: one run
-//! per node (200 000 measurements: the whole fleet, no history), then
-//! `HEADROOM_BENCH_MEASUREMENTS` (10 000 000 by default: 50 runs per node). Each read is called
-//! 60 times; the table gives its p50 and p99 at both sizes and p99 large ÷ p99 small (goal ≤ 2:
-//! a read must not cost more as history grows), beside `SELECT 1` as the floor.
+//! per node (200 000 measurements: the whole fleet, no history) and a history of
+//! [`HISTORY`] runs for the node whose runs are read, so that a read over one node's runs
+//! answers as many rows at both sizes; then `HEADROOM_BENCH_MEASUREMENTS` (10 000 000 by
+//! default: 50 runs per node). Each read is called [`CALLS`] times; the table gives its p50 and
+//! p99 at both sizes and p99 large ÷ p99 small (goal ≤ 2: a read must not cost more as history
+//! grows), beside `SELECT 1` as the floor.
 //!
 //! SQLite always (WAL, synchronous=FULL, one writer); Postgres when
 //! `HEADROOM_BENCH_POSTGRES_URL` names a server where it may create a database. On Postgres it
@@ -26,7 +28,10 @@ use model::{Measurement, MeasurementStatus, NodeInfo, RunUpload, Stats, Suite, U
 
 const NODES: usize = 2_000;
 const PER_RUN: usize = 100;
-const CALLS: usize = 60;
+const CALLS: usize = 200;
+/// The node whose runs the per-node reads list, and the runs it has before the fleet's first.
+const PROBE: usize = 7;
+const HISTORY: usize = 100;
 /// How many uploads are in flight at once while filling and in the ingest figure.
 const AGENTS: usize = 8;
 
@@ -48,9 +53,19 @@ fn measurement(suite: Suite, case: &str, params: &[(&str, String)], unit: Unit, 
     }
 }
 
+const FIRST_MS: i64 = 1_700_000_000_000;
+
 /// Run number `i`: node `i % NODES`, a minute after run `i - 1`.
 fn run(i: usize) -> RunUpload {
-    let node = i % NODES;
+    run_of(i % NODES, FIRST_MS + i as i64 * 60_000, i)
+}
+
+/// Run `k` of the probe node's history, `k + 1` minutes before the fleet's first run.
+fn history(k: usize) -> RunUpload {
+    run_of(PROBE, FIRST_MS - (k as i64 + 1) * 60_000, k)
+}
+
+fn run_of(node: usize, started: i64, i: usize) -> RunUpload {
     let jitter = 1.0 + (i % 17) as f64 / 100.0;
     let mut ms = Vec::with_capacity(PER_RUN);
     for (threads, bytes) in [(1u64, 1u64 << 20), (1, 256 << 20), (8, 64 << 20)] {
@@ -94,7 +109,6 @@ fn run(i: usize) -> RunUpload {
     }
     ms.push(measurement(Suite::Quant, "mlp_throughput", &[("variant", "fp32".into())], Unit::RequestsPerSecond, 9e4));
     assert_eq!(ms.len(), PER_RUN);
-    let started = 1_700_000_000_000 + i as i64 * 60_000;
     RunUpload {
         run_id: uuid::Uuid::new_v4(),
         agent_version: "bench".into(),
@@ -117,6 +131,18 @@ fn run(i: usize) -> RunUpload {
 
 /// Stores runs `from..to`, `agents` uploads in flight at once; the time it took.
 async fn fill(store: &Store, agent: &str, from: usize, to: usize, agents: usize) -> Duration {
+    fill_with(store, agent, from, to, agents, run, false).await
+}
+
+async fn fill_with(
+    store: &Store,
+    agent: &str,
+    from: usize,
+    to: usize,
+    agents: usize,
+    make: fn(usize) -> RunUpload,
+    judge: bool,
+) -> Duration {
     let start = Instant::now();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(from));
     let mut tasks = Vec::new();
@@ -128,7 +154,12 @@ async fn fill(store: &Store, agent: &str, from: usize, to: usize, agents: usize)
                 if i >= to {
                     break;
                 }
-                store.insert_run(&agent, &run(i)).await.expect("insert");
+                let run = make(i);
+                store.insert_run(&agent, &run).await.expect("insert");
+                if judge {
+                    let settings = headroom_server::alerts::Settings::default();
+                    headroom_server::alerts::after_ingest(&store, &settings, &run).await.expect("judge");
+                }
                 if i % 10_000 == 0 && i > from {
                     eprintln!("  … {} measurements stored", i * PER_RUN);
                 }
@@ -160,12 +191,14 @@ where
 /// Every read, timed once over the store as it is now: (name, p50, p99).
 async fn reads(store: &Store, caller: &Caller, runs: usize) -> Vec<(&'static str, Duration, Duration)> {
     let newest = RunFilter { limit: 100, ..Default::default() };
-    let node = RunFilter { node: Some("node-7".into()), limit: 100, ..Default::default() };
+    let probe = format!("node-{PROBE}");
+    let node = RunFilter { node: Some(probe.clone()), limit: 100, ..Default::default() };
     let suite = RunFilter { suite: Some(Suite::Quant), limit: 100, ..Default::default() };
-    // A run of node 7 from the middle of its history; its page lists and trends the node's newest.
+    // A run of the probe node from the middle of its history; its page lists and trends the
+    // node's newest.
     let middle = store
         .list_runs(&RunFilter {
-            node: Some("node-7".into()),
+            node: Some(probe.clone()),
             limit: 1,
             before_ms: Some(run(runs / 2).started_at_ms),
             ..Default::default()
@@ -205,7 +238,8 @@ async fn bench(name: &str, url: &str, small_runs: usize, large_runs: usize) {
     let caller = Caller(Some(Principal::User { id: "bench".into(), name: "bench".into(), role: Role::Admin }));
     let postgres = url.starts_with("postgres");
     let agents = if postgres { AGENTS } else { 1 };
-    eprintln!("{name}: filling {} measurements", small_runs * PER_RUN);
+    eprintln!("{name}: filling {} measurements", (small_runs + HISTORY) * PER_RUN);
+    fill_with(&store, &agent, 0, HISTORY, agents, history, false).await;
     let first = fill(&store, &agent, 0, small_runs, agents).await;
     store.analyze().await.unwrap();
     let small = reads(&store, &caller, small_runs).await;
@@ -222,7 +256,7 @@ async fn bench(name: &str, url: &str, small_runs: usize, large_runs: usize) {
         rate(large_runs - small_runs, second),
         large_runs * PER_RUN,
     );
-    let (s, l) = (small_runs * PER_RUN, large_runs * PER_RUN);
+    let (s, l) = ((small_runs + HISTORY) * PER_RUN, (large_runs + HISTORY) * PER_RUN);
     println!(
         "{:<54} {:>10} {:>10} {:>10} {:>10} {:>12}",
         "read",
@@ -309,9 +343,15 @@ async fn ingest_against_copy(store: &Store, url: &str, agent: &str, from: usize)
     // included (with 8 at once the two cores are the limit instead).
     const ALONE: usize = 200;
     let took = fill(store, agent, from + 2 * RUNS, from + 2 * RUNS + ALONE, 1).await;
+    // The same with what the ingest does after the commit: each headline judged against its
+    // class's newest runs (regression alerts).
+    let (first, last) = (from + 2 * RUNS + ALONE, from + 2 * RUNS + 2 * ALONE);
+    let judged = fill_with(store, agent, first, last, 1, run, true).await;
     println!(
-        "\none upload at a time: {:.2} ms a run of {PER_RUN} measurements ({ALONE} runs)",
-        took.as_secs_f64() * 1e3 / ALONE as f64
+        "\none upload at a time: {:.2} ms a run of {PER_RUN} measurements ({ALONE} runs); {:.2} ms with the \
+         regression judgement",
+        took.as_secs_f64() * 1e3 / ALONE as f64,
+        judged.as_secs_f64() * 1e3 / ALONE as f64
     );
     println!(
         "\ningest of {RUNS} runs, {AGENTS} uploads at once: {ingest:.0} measurements/s; psql \\copy of as many rows: \
