@@ -89,7 +89,7 @@ test('alerts: a 30 % loss of bandwidth is listed with its baseline, shown on its
   await page.waitForURL(`${env.base}/runs/${regressed}`);
   const notice = page.locator('[data-out=run-alerts]');
   await notice.waitFor();
-  assert.match(await notice.innerText(), /memcpy bandwidth on c7i\.2xlarge is \+4[0-6]\.\d %/);
+  assert.match(await notice.innerText(), /memcpy bandwidth on c7i\.2xlarge regressed: \+4[0-6]\.\d % more capacity/);
   await review(page, 'run-alert-1280');
   assert.deepEqual(problems, []);
   await context.close();

@@ -202,13 +202,16 @@ pub struct AlertView {
     /// before it (a shift that lasted, hidden in any one run by the noise).
     pub judged_on: String,
     pub value: f64,
-    /// The trailing runs' median and noise (σ from their MAD).
+    /// What was judged (the run's figure, or the window's median), and the baseline's median and
+    /// noise (σ from their MAD).
     pub median: f64,
     pub noise: f64,
     pub baseline_runs: i64,
-    /// The extra capacity the same volume needs: the share the spend grows by.
+    /// w of what was judged: the extra capacity the same volume needs, the share the spend
+    /// grows by.
     pub worse_by: f64,
-    /// What `worse_by` had to exceed: max(threshold, 3σ ÷ median).
+    /// What `worse_by` had to exceed: the threshold, or 3.5 standard deviations of what was
+    /// judged (σ for a run, 0.32σ for the window's median) beyond the median, in w's terms.
     pub bound: f64,
     pub threshold: f64,
     /// What it costs a month, where a report lists deployments on the class.

@@ -9,13 +9,15 @@ ALTER TABLE run_suites ADD COLUMN headline DOUBLE PRECISION;
 ALTER TABLE run_suites ADD COLUMN context TEXT;
 -- The alert this suite of the run raised or was counted on.
 ALTER TABLE run_suites ADD COLUMN alert_id TEXT;
--- Runs stored before: their node's class today and the headline their digest holds.
-UPDATE run_suites SET
-    class = (SELECT CASE WHEN TRIM(n.instance_type) <> '' THEN n.instance_type ELSE n.cpu_model END FROM nodes n WHERE n.id = run_suites.node_id);
-UPDATE run_suites SET
-    headline = CASE WHEN (digest::json -> 'headline' ->> 'value') ~ '^-?[0-9.eE+-]+$'
-                    THEN (digest::json -> 'headline' ->> 'value')::DOUBLE PRECISION END
-WHERE digest IS NOT NULL;
+-- Runs stored before: their node's class today and the headline their digest holds, in one
+-- pass over the table (every row is rewritten once; a run_suites row is small: a row per run
+-- and suite).
+UPDATE run_suites rs SET
+    class = CASE WHEN TRIM(n.instance_type) <> '' THEN n.instance_type
+                 WHEN TRIM(n.cpu_model) <> '' THEN n.cpu_model END,
+    headline = CASE WHEN jsonb_typeof(rs.digest::jsonb -> 'headline' -> 'value') = 'number'
+                    THEN (rs.digest::jsonb -> 'headline' ->> 'value')::DOUBLE PRECISION END
+FROM nodes n WHERE n.id = rs.node_id;
 CREATE INDEX run_suites_by_class ON run_suites (class, suite, started_at_ms DESC, run_id) WHERE headline IS NOT NULL;
 
 -- At most one alert is active (open or acknowledged) per class and suite: open_key is set

@@ -65,66 +65,131 @@ impl Default for Settings {
     }
 }
 
-/// Judges each headline figure of `run` (stored, or stored before) against its class's history.
-pub async fn after_ingest(store: &Store, settings: &Settings, run: &RunUpload) -> anyhow::Result<Vec<Recorded>> {
-    let class = regression::class_of(&run.node);
-    let run_id = run.run_id.to_string();
-    let mut recorded = Vec::new();
-    for suite in run.suites() {
-        let Some((figure, unit, value)) = measured::headline(suite, &run.measurements) else { continue };
-        let Some(better) = Better::of_unit(&unit) else { continue };
-        let history =
-            store.class_history(class, suite.as_str(), run.started_at_ms, &run_id, regression::HISTORY).await?;
-        let values: Vec<f64> = history.iter().rev().map(|(value, _)| *value).collect();
-        let Some(verdict) = regression::judge(&values, value, better, settings.threshold) else { continue };
-        if !verdict.regressed {
-            continue;
-        }
-        let before = history.first().and_then(|(_, context)| serde_json::from_str(context.as_deref()?).ok());
-        // A step is told by this run's value; a shift seen only over the window, by its median.
-        let (judged_on, judged, worse_by, bound) = if verdict.step {
-            ("run", value, verdict.worse_by, verdict.bound)
-        } else {
-            ("window", verdict.window_median, verdict.window_worse_by, verdict.window_bound)
-        };
-        let (monthly_cost_usd, cost_basis) = monthly_cost(store, class, worse_by).await?;
-        let new = NewAlert {
-            class: class.to_string(),
-            suite: suite.as_str().to_string(),
-            figure,
-            unit,
-            better: match better {
-                Better::Higher => "higher",
-                Better::Lower => "lower",
-            },
-            run_id: run_id.clone(),
-            node_id: run.node.node_id.clone(),
-            hostname: run.node.hostname.clone(),
-            started_at_ms: run.started_at_ms,
-            judged_on,
-            value: judged,
-            median: verdict.baseline.median,
-            noise: verdict.baseline.noise,
-            baseline_runs: verdict.baseline.runs as i64,
-            worse_by,
-            bound,
-            threshold: settings.threshold,
-            monthly_cost_usd,
-            cost_basis,
-            changes: changes(&RunContext::of(run), before.as_ref()),
-            notify: settings.webhook.is_some(),
-        };
-        let outcome = store.record_regression(&new).await?;
-        if let Recorded::Raised(id) = &outcome {
-            metrics::counter!("headroom_alerts_raised_total", "suite" => suite.as_str()).increment(1);
-            tracing::warn!(alert = %id, class, suite = suite.as_str(), worse_by, run_id = %run_id, "regression alert raised");
-            if settings.webhook.is_some() {
-                settings.wake.notify_one();
+/// A stored run's headline figure of one suite, to judge.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub run_id: String,
+    pub suite: String,
+    pub class: String,
+    pub figure: String,
+    pub unit: String,
+    pub value: f64,
+    pub context: RunContext,
+    pub node_id: String,
+    pub hostname: String,
+    pub started_at_ms: i64,
+}
+
+/// The headline figures of `run` as it was just stored.
+pub fn figures(run: &RunUpload) -> Vec<Figure> {
+    let Some(class) = regression::class_of(&run.node) else { return Vec::new() };
+    run.suites()
+        .into_iter()
+        .filter_map(|suite| {
+            let (figure, unit, value) = measured::headline(suite, &run.measurements)?;
+            Some(Figure {
+                run_id: run.run_id.to_string(),
+                suite: suite.as_str().to_string(),
+                class: class.to_string(),
+                figure,
+                unit,
+                value,
+                context: RunContext::of(run),
+                node_id: run.node.node_id.clone(),
+                hostname: run.node.hostname.clone(),
+                started_at_ms: run.started_at_ms,
+            })
+        })
+        .collect()
+}
+
+/// Judges the headline figures of a run just stored (`stored`: its body is what was stored) or
+/// sent again (then the figures stored for it are judged, and only for the agent that stored
+/// it: a body sent again under a known run id may say anything). Each figure is judged on its
+/// own: one that fails is logged and the others go on.
+pub async fn after_ingest(
+    store: &Store,
+    settings: &Settings,
+    run: &RunUpload,
+    agent_id: &str,
+    stored: bool,
+) -> Vec<Recorded> {
+    let figures = if stored {
+        figures(run)
+    } else {
+        match store.stored_figures(&run.run_id.to_string(), agent_id).await {
+            Ok(figures) => figures,
+            Err(err) => {
+                tracing::warn!(run_id = %run.run_id, error = %format!("{err:#}"), "could not read a run sent again to judge it");
+                Vec::new()
             }
         }
-        recorded.push(outcome);
+    };
+    let mut recorded = Vec::new();
+    for figure in figures {
+        match judge_figure(store, settings, &figure).await {
+            Ok(Some(outcome)) => recorded.push(outcome),
+            Ok(None) => {}
+            Err(err) => tracing::warn!(
+                run_id = %figure.run_id, suite = figure.suite, error = %format!("{err:#}"),
+                "could not judge a figure for regressions; it is judged again if the run is sent again"
+            ),
+        }
     }
-    Ok(recorded)
+    recorded
+}
+
+/// Judges one figure; what was recorded, if it regressed.
+async fn judge_figure(store: &Store, settings: &Settings, f: &Figure) -> anyhow::Result<Option<Recorded>> {
+    let Some(better) = Better::of_unit(&f.unit) else { return Ok(None) };
+    let history = store.class_history(&f.class, &f.suite, f.started_at_ms, &f.run_id, regression::HISTORY).await?;
+    let values: Vec<f64> = history.iter().rev().map(|(value, _)| *value).collect();
+    let Some(verdict) = regression::judge(&values, f.value, better, settings.threshold) else { return Ok(None) };
+    if !verdict.regressed {
+        return Ok(None);
+    }
+    let told = verdict.told();
+    let before = history.first().and_then(|(_, context)| serde_json::from_str(context.as_deref()?).ok());
+    // Priced only for a new alert: one counted on the class's active alert keeps its price.
+    let (monthly_cost_usd, cost_basis) = match store.active_alert(&f.class, &f.suite).await? {
+        Some(_) => (None, String::new()),
+        None => monthly_cost(store, &f.class, told.worse_by).await?,
+    };
+    let new = NewAlert {
+        class: f.class.clone(),
+        suite: f.suite.clone(),
+        figure: f.figure.clone(),
+        unit: f.unit.clone(),
+        better: match better {
+            Better::Higher => "higher",
+            Better::Lower => "lower",
+        },
+        run_id: f.run_id.clone(),
+        node_id: f.node_id.clone(),
+        hostname: f.hostname.clone(),
+        started_at_ms: f.started_at_ms,
+        judged_on: told.judged_on,
+        value: told.value,
+        median: verdict.baseline.median,
+        noise: verdict.baseline.noise,
+        baseline_runs: verdict.baseline.runs as i64,
+        worse_by: told.worse_by,
+        bound: told.bound,
+        threshold: settings.threshold,
+        monthly_cost_usd,
+        cost_basis,
+        changes: changes(&f.context, before.as_ref()),
+        notify: settings.webhook.is_some(),
+    };
+    let outcome = store.record_regression(&new).await?;
+    if let Recorded::Raised(id) = &outcome {
+        metrics::counter!("headroom_alerts_raised_total", "suite" => f.suite.clone()).increment(1);
+        tracing::warn!(alert = %id, class = f.class, suite = f.suite, worse_by = told.worse_by, run_id = f.run_id, "regression alert raised");
+        if settings.webhook.is_some() {
+            settings.wake.notify_one();
+        }
+    }
+    Ok(Some(outcome))
 }
 
 /// What changed since the class's run before, in words.
@@ -207,20 +272,24 @@ pub fn view(a: &AlertRecord) -> AlertView {
     }
 }
 
-/// Attempts a delivery gets before it is given up.
-pub const WEBHOOK_ATTEMPTS: i64 = 6;
+/// Attempts a delivery gets before it is given up: the waits between them (5 s doubling,
+/// at most an hour) add up to about four hours, so a receiver down for an afternoon's deploy
+/// still gets the alert.
+pub const WEBHOOK_ATTEMPTS: i64 = 13;
 /// How long one attempt may take.
 pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a claimed delivery is left to its replica before another may try it.
+/// How long a claimed delivery is left to its replica before another may try it: six times an
+/// attempt's limit, and one delivery is claimed at a time.
 const LEASE_MS: i64 = 60_000;
 
-/// The wait before attempt `attempts + 1`: 5 s, doubling.
+/// The wait after failed attempt `attempts` (1, 2, …): 5 s, doubling, at most an hour.
 pub fn retry_after_ms(attempts: i64) -> i64 {
-    5_000 << attempts.clamp(0, 10)
+    (5_000i64 << (attempts - 1).clamp(0, 20)).min(3_600_000)
 }
 
 /// Delivers pending webhooks until the process ends: when an alert is raised here, and every
-/// few seconds for those raised by other replicas or due for another try.
+/// few seconds for those raised by other replicas or due for another try; one at a time, each
+/// claimed first, so several replicas send an alert once.
 pub fn spawn_deliverer(store: Store, settings: Arc<Settings>) {
     let Some(webhook) = settings.webhook.clone() else { return };
     let client = reqwest::Client::builder()
@@ -235,24 +304,25 @@ pub fn spawn_deliverer(store: Store, settings: Arc<Settings>) {
                 () = settings.wake.notified() => {}
                 () = tokio::time::sleep(Duration::from_secs(2)) => {}
             }
-            let due = match store.claim_webhooks(LEASE_MS, 20).await {
-                Ok(due) => due,
-                Err(err) => {
-                    tracing::warn!(error = %format!("{err:#}"), "could not read the alerts due to the webhook");
-                    continue;
-                }
-            };
-            for alert in due {
+            loop {
+                let (alert, claim) = match store.claim_webhook(LEASE_MS).await {
+                    Ok(Some(due)) => due,
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %format!("{err:#}"), "could not read the alerts due to the webhook");
+                        break;
+                    }
+                };
                 let outcome = deliver(&client, &webhook, &alert).await;
                 let label = if outcome.is_ok() { "sent" } else { "failed" };
                 metrics::counter!("headroom_alert_webhooks_total", "outcome" => label).increment(1);
                 let outcome = outcome.map_err(|error| {
                     let tried = alert.webhook_attempts + 1;
                     tracing::warn!(alert = %alert.id, attempt = tried, %error, "alert webhook failed");
-                    let retry = (tried < WEBHOOK_ATTEMPTS).then(|| crate::store::now_ms() + retry_after_ms(tried - 1));
+                    let retry = (tried < WEBHOOK_ATTEMPTS).then(|| crate::store::now_ms() + retry_after_ms(tried));
                     (error, retry)
                 });
-                if let Err(err) = store.webhook_attempted(&alert.id, outcome).await {
+                if let Err(err) = store.webhook_attempted(&alert.id, claim, outcome).await {
                     tracing::warn!(error = %format!("{err:#}"), "could not record a webhook attempt");
                 }
             }
@@ -261,16 +331,18 @@ pub fn spawn_deliverer(store: Store, settings: Arc<Settings>) {
 }
 
 /// One POST of `alert` to the webhook; the reason it failed, without the URL (its path or query
-/// may hold the receiver's secret).
+/// may hold the receiver's secret), and without anything the receiver sent but its status.
 async fn deliver(client: &reqwest::Client, webhook: &Webhook, alert: &AlertRecord) -> Result<(), String> {
     let body = body(webhook.format, &view(alert));
     let response = client.post(webhook.url.clone()).json(&body).send().await.map_err(|e| {
+        let e = e.without_url();
+        tracing::debug!(error = %e, "alert webhook request failed");
         if e.is_timeout() {
             format!("no answer within {} s", WEBHOOK_TIMEOUT.as_secs())
         } else if e.is_connect() {
             "could not connect".to_string()
         } else {
-            "the request failed".to_string()
+            format!("the request failed: {e}")
         }
     })?;
     let status = response.status();
@@ -285,24 +357,42 @@ pub fn body(format: WebhookFormat, alert: &AlertView) -> serde_json::Value {
     }
 }
 
-/// The alert in one message, with Slack's three control characters escaped so a node's name
-/// cannot make a link or a mention.
+/// Text from a node (its name, kernel, agent version) or the catalog, made inert in a chat
+/// message: control characters become spaces (no forged lines), Slack's `&`, `<`, `>` are
+/// escaped (no `<!channel>`, no links), and it is set in a code span with its backticks
+/// replaced, so neither Slack nor Mattermost renders `@channel`, `[links](…)`, images or
+/// emphasis in it; at most 120 characters.
+fn inert(text: &str) -> String {
+    let mut clean: String = text
+        .chars()
+        .map(|c| match c {
+            '`' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    if clean.chars().count() > 120 {
+        clean = clean.chars().take(119).collect::<String>() + "…";
+    }
+    format!("`{}`", clean.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;"))
+}
+
+/// The alert in one message, every text that came from a node or the catalog made [`inert`].
 pub fn slack_text(a: &AlertView) -> String {
-    let escape = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     let cost = match a.monthly_cost_usd {
         Some(usd) => format!("about {} a month more. ", model::format::usd(usd)),
         None => String::new(),
     };
     format!(
         "Headroom: {} on {} is {:.1} % worse than the median of {} earlier runs of its class ({} on {}, run {}). {}Changed: {}.",
-        escape(&a.figure),
-        escape(&a.class),
+        inert(&a.figure),
+        inert(&a.class),
         a.worse_by * 100.0,
         a.baseline_runs,
-        escape(&a.suite),
-        escape(&a.hostname),
+        inert(&a.suite),
+        inert(&a.hostname),
         a.run_id,
         cost,
-        escape(&a.changes)
+        inert(&a.changes)
     )
 }

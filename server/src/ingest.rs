@@ -87,10 +87,9 @@ pub async fn ingest(
     }
     tracing::info!(run_id = %run.run_id, agent = %agent.name, duplicate = outcome.duplicate, "run ingested");
     // Stored and so acknowledged whatever the judgement does; a run sent again is judged again
-    // (it may not have been: the process may have died after the commit) and counted once.
-    if let Err(err) = crate::alerts::after_ingest(store, alerts, &run).await {
-        tracing::warn!(run_id = %run.run_id, error = %format!("{err:#}"), "could not judge the run for regressions");
-    }
+    // from what was stored (it may not have been: the process may have died after the commit)
+    // and counted once.
+    crate::alerts::after_ingest(store, alerts, &run, &agent.id, !outcome.duplicate).await;
     Ok(IngestAck { run_id: run.run_id, duplicate: outcome.duplicate, measurements_stored: outcome.measurements })
 }
 

@@ -216,7 +216,7 @@ async fn the_webhook_is_retried_until_the_receiver_takes_the_alert() {
         }
         // Against a median of 12e9: 50 % more capacity.
         let mut regressed = run(30, 8e9);
-        regressed.node.hostname = "<!channel> & <http://evil|click>".into();
+        regressed.node.hostname = "<!channel> & <http://evil|click>\nAll clear, rotate `keys` @channel".into();
         post(&app, Some(&agent), "/api/v1/runs", serde_json::to_string(&regressed).unwrap()).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         while received.lock().unwrap().is_empty() {
@@ -225,8 +225,13 @@ async fn the_webhook_is_retried_until_the_receiver_takes_the_alert() {
         }
         let text = received.lock().unwrap()[0]["text"].as_str().unwrap().to_string();
         assert!(text.contains("&lt;!channel&gt; &amp; &lt;http://evil|click&gt;"), "{}: {text}", db.backend);
-        assert!(!text.contains("<!channel>"), "{}: {text}", db.backend);
-        assert!(text.contains("memcpy bandwidth on c7i.2xlarge is 50.0 % worse"), "{}: {text}", db.backend);
+        assert!(!text.contains("<!channel>") && !text.contains('\n'), "{}: {text}", db.backend);
+        assert!(
+            text.contains("All clear, rotate 'keys' @channel`"),
+            "{}: the hostname stays in its code span: {text}",
+            db.backend
+        );
+        assert!(text.contains("`memcpy bandwidth` on `c7i.2xlarge` is 50.0 % worse"), "{}: {text}", db.backend);
         let alerts = app.store.alerts(None, 10).await.unwrap();
         // The receiver's answer is recorded just after it is sent.
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -912,3 +912,70 @@ async fn llm_runs_stored_before_the_flag_are_flagged_by_its_migration() {
         db.drop_database().await;
     }
 }
+
+/// Migration 0009 gives the suites stored before it their class and headline, so a class's
+/// older runs are the baseline of its next one: no waiting for 25 new runs after an upgrade.
+#[tokio::test]
+async fn runs_stored_before_alerts_are_the_baseline_of_the_next() {
+    use sqlx::Connection;
+    for db in databases().await {
+        let backend = db.backend;
+        let mut conn = at_migration(&db, 8).await;
+        let digest = r#"{"headline":{"name":"memcpy bandwidth","unit":"bytes_per_second","value":12000000000.0}}"#;
+        let start = 1_768_000_000_000i64;
+        for i in 0..26i64 {
+            let id = format!("00000000-0000-4000-8000-{i:012}");
+            let at = start + i * 60_000;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
+                 status, suites, measurement_count) VALUES ('{id}', 'n', 'a', '0.0.9', {at}, {at}, 0, 'ok', 'system', 0)"
+            )))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+            // One without a digest (stored before 0006) and one whose digest has no headline.
+            let digest = match i {
+                24 => None,
+                25 => Some("{}"),
+                _ => Some(digest),
+            };
+            sqlx::query(
+                "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest) \
+                 VALUES ('system', $1, 'n', $2, 2, $3)",
+            )
+            .bind(&id)
+            .bind(at)
+            .bind(digest)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        }
+        let store = Store::connect(&db.url).await.expect("0009 applies over stored runs");
+        let history = store.class_history("cpu", "system", start + 3_600_000, "z", 100).await.unwrap();
+        assert_eq!(history.len(), 24, "{backend}: the class is the node's CPU model; two rows have no headline");
+        assert!(history.iter().all(|(v, context)| *v == 12e9 && context.is_none()), "{backend}: {history:?}");
+        // The node's next run, 25 % short of that bandwidth, is judged against them.
+        let mut run = common::sample_run("old-host");
+        run.node.node_id = "n".into();
+        run.node.cpu_model = "cpu".into();
+        run.node.instance_type = None;
+        run.started_at_ms = start + 3_600_000;
+        run.finished_at_ms = run.started_at_ms + 5_000;
+        let memcpy =
+            run.measurements.iter_mut().find(|m| m.parameters.get("bytes").map(String::as_str) == Some("268435456"));
+        memcpy.unwrap().stats = Some(common::stats(9.6e9));
+        store.insert_run("a", &run).await.unwrap();
+        let settings = headroom_server::alerts::Settings::default();
+        let recorded = headroom_server::alerts::after_ingest(&store, &settings, &run, "a", true).await;
+        assert!(
+            matches!(recorded.as_slice(), [headroom_server::store::Recorded::Raised(_)]),
+            "{backend}: {recorded:?}"
+        );
+        let alert = store.alerts(None, 10).await.unwrap().remove(0);
+        assert_eq!((alert.class.as_str(), alert.baseline_runs, alert.median), ("cpu", 10, 12e9), "{backend}");
+        assert_eq!(alert.changes, "not recorded for the runs before", "{backend}");
+        conn.close().await.ok();
+        store.close().await;
+        db.drop_database().await;
+    }
+}

@@ -179,7 +179,7 @@ pub fn RunAlerts(alerts: Vec<AlertView>) -> impl IntoView {
                 <h2>"Regression"</h2>
                 <ul>
                     {alerts.into_iter().map(|a| view! {
-                        <li>{format!("{} on {} is {} against the class's median: {}. {} ({}). What changed: {}.",
+                        <li>{format!("{} on {} regressed: {} more capacity for the same volume. {}. {} ({}). What changed: {}.",
                             a.figure, a.class, percent(a.worse_by), against_baseline(&a),
                             match a.monthly_cost_usd { Some(c) => format!("About {} a month more", usd(c)), None => "Not priced".into() },
                             a.cost_basis, a.changes)}

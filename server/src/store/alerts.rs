@@ -1,7 +1,10 @@
 //! Regression alerts: the history of a hardware class's headline figures (kept on `run_suites`
 //! at ingest), the alerts raised from it, who acted on them, and their webhook deliveries.
 
+use model::wire::measured::SuiteDigest;
 use sqlx::{AssertSqlSafe, FromRow};
+
+use crate::alerts::Figure;
 
 use super::{OptF64, Store, now_ms};
 
@@ -174,6 +177,56 @@ impl Store {
         Ok(if alert_id == id { Recorded::Raised(alert_id) } else { Recorded::Counted(alert_id) })
     }
 
+    /// The active (open or acknowledged) alert of a class and suite, if any.
+    pub async fn active_alert(&self, class: &str, suite: &str) -> anyhow::Result<Option<String>> {
+        let found: Option<(String,)> = sqlx::query_as("SELECT id FROM alerts WHERE open_key = $1")
+            .bind(open_key(class, suite))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(found.map(|(id,)| id))
+    }
+
+    /// The headline figures stored for run `run_id`, if agent `agent_id` stored it (none
+    /// otherwise): what a run sent again is judged on.
+    pub async fn stored_figures(&self, run_id: &str, agent_id: &str) -> anyhow::Result<Vec<Figure>> {
+        let run: Option<(String, String, i64, String, String)> = sqlx::query_as(
+            "SELECT r.agent_id, r.node_id, r.started_at_ms, r.suites, n.hostname FROM runs r \
+             JOIN nodes n ON n.id = r.node_id WHERE r.id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some((owner, node_id, started_at_ms, suites, hostname)) = run else { return Ok(Vec::new()) };
+        if owner != agent_id {
+            return Ok(Vec::new());
+        }
+        let mut figures = Vec::new();
+        for suite in suites.split(',').filter(|s| !s.is_empty()) {
+            let row: Option<(Option<String>, Option<String>, Option<String>)> =
+                sqlx::query_as("SELECT class, digest, context FROM run_suites WHERE suite = $1 AND run_id = $2")
+                    .bind(suite)
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+            let Some((Some(class), Some(digest), context)) = row else { continue };
+            let Ok(digest) = serde_json::from_str::<SuiteDigest>(&digest) else { continue };
+            let Some(headline) = digest.headline else { continue };
+            figures.push(Figure {
+                run_id: run_id.to_string(),
+                suite: suite.to_string(),
+                class,
+                figure: headline.name,
+                unit: headline.unit,
+                value: headline.value,
+                context: context.and_then(|c| serde_json::from_str(&c).ok()).unwrap_or_default(),
+                node_id: node_id.clone(),
+                hostname: hostname.clone(),
+                started_at_ms,
+            });
+        }
+        Ok(figures)
+    }
+
     /// Alerts, active ones (open, then acknowledged) first, each newest first; or those in `state`.
     pub async fn alerts(&self, state: Option<&str>, limit: u32) -> anyhow::Result<Vec<AlertRecord>> {
         let rows = match state {
@@ -244,14 +297,29 @@ impl Store {
                 ))));
             }
         }
-        sqlx::query("UPDATE alerts SET state = $1, open_key = $2, acted_by = $3, updated_at_ms = $4 WHERE id = $5")
-            .bind(state)
-            .bind(key)
-            .bind(by)
-            .bind(now_ms())
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        let updated =
+            sqlx::query("UPDATE alerts SET state = $1, open_key = $2, acted_by = $3, updated_at_ms = $4 WHERE id = $5")
+                .bind(state)
+                .bind(key)
+                .bind(by)
+                .bind(now_ms())
+                .bind(id)
+                .execute(&mut *tx)
+                .await;
+        match updated {
+            // Another alert of the class became active since the check (another replica's
+            // upload or reopen): the same answer as the check's.
+            Err(e) if e.as_database_error().is_some_and(|db| db.is_unique_violation()) => {
+                tx.rollback().await?;
+                return Ok(Some(Err(format!(
+                    "another alert of {} ({}) became active; resolve it before reopening this one",
+                    alert.class, alert.suite
+                ))));
+            }
+            other => {
+                other?;
+            }
+        }
         tx.commit().await?;
         Ok(self.alert(id).await?.map(Ok))
     }
@@ -261,43 +329,52 @@ impl Store {
         Ok(sqlx::query_as("SELECT state, COUNT(*) FROM alerts GROUP BY state").fetch_all(&self.pool).await?)
     }
 
-    /// Alerts whose webhook delivery is due, claimed for `lease_ms` so another replica's
-    /// deliverer leaves them alone meanwhile.
-    pub async fn claim_webhooks(&self, lease_ms: i64, limit: u32) -> anyhow::Result<Vec<AlertRecord>> {
+    /// The alert whose webhook delivery is most overdue, claimed for `lease_ms` so no other
+    /// replica's deliverer tries it meanwhile; with the claim, which [`Store::webhook_attempted`]
+    /// must show. `None` when nothing is due.
+    pub async fn claim_webhook(&self, lease_ms: i64) -> anyhow::Result<Option<(AlertRecord, i64)>> {
         let now = now_ms();
-        let due: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT id, webhook_next_ms FROM alerts WHERE webhook_state = 'pending' AND webhook_next_ms <= $1 \
-             ORDER BY webhook_next_ms LIMIT {limit}"
-        )))
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut claimed = Vec::new();
-        for (id, seen) in due {
+        loop {
+            let due: Option<(String, i64)> = sqlx::query_as(
+                "SELECT id, webhook_next_ms FROM alerts WHERE webhook_state = 'pending' AND webhook_next_ms <= $1 \
+                 ORDER BY webhook_next_ms LIMIT 1",
+            )
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+            let Some((id, seen)) = due else { return Ok(None) };
+            // The claim is the new due time: unique enough, as it also changes every attempt.
+            let claim = (now + lease_ms).max(seen + 1);
             let (_writing, mut tx) = self.begin_write().await?;
             let won = sqlx::query(
                 "UPDATE alerts SET webhook_next_ms = $1 WHERE id = $2 AND webhook_state = 'pending' \
                  AND webhook_next_ms = $3",
             )
-            .bind(now + lease_ms)
+            .bind(claim)
             .bind(&id)
             .bind(seen)
             .execute(&mut *tx)
             .await?
             .rows_affected();
             tx.commit().await?;
+            // Another replica took it first: look for the next.
             if won == 1
                 && let Some(alert) = self.alert(&id).await?
             {
-                claimed.push(alert);
+                return Ok(Some((alert, claim)));
             }
         }
-        Ok(claimed)
     }
 
-    /// Records a delivery attempt: sent, or failed with `error` and tried again at `retry_at_ms`
-    /// (`None`: given up).
-    pub async fn webhook_attempted(&self, id: &str, outcome: Result<(), (String, Option<i64>)>) -> anyhow::Result<()> {
+    /// Records a delivery attempt of a claimed alert: sent, or failed with `error` and tried
+    /// again at `retry_at_ms` (`None`: given up). Nothing is recorded when the claim has lapsed
+    /// and another replica claimed the alert since.
+    pub async fn webhook_attempted(
+        &self,
+        id: &str,
+        claim: i64,
+        outcome: Result<(), (String, Option<i64>)>,
+    ) -> anyhow::Result<()> {
         let (state, error, next) = match outcome {
             Ok(()) => ("sent", None, 0),
             Err((error, Some(at))) => ("pending", Some(error), at),
@@ -306,12 +383,14 @@ impl Store {
         let (_writing, mut tx) = self.begin_write().await?;
         sqlx::query(
             "UPDATE alerts SET webhook_state = $1, webhook_error = $2, webhook_next_ms = $3, \
-             webhook_attempts = webhook_attempts + 1 WHERE id = $4",
+             webhook_attempts = webhook_attempts + 1 WHERE id = $4 AND webhook_state = 'pending' \
+             AND webhook_next_ms = $5",
         )
         .bind(state)
         .bind(error)
         .bind(next)
         .bind(id)
+        .bind(claim)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -320,10 +399,12 @@ impl Store {
 }
 
 /// A class's newest headlines of a suite before a run: binds class, suite, the run's start and id.
+/// Of runs started in the same millisecond, the lower id counts as the newer, as in every list
+/// of runs (`ORDER BY started_at_ms DESC, run_id`).
 pub(super) fn history_sql(limit: usize) -> String {
     format!(
         "SELECT headline, context FROM run_suites WHERE class = $1 AND suite = $2 AND headline IS NOT NULL \
-         AND started_at_ms <= $3 AND (started_at_ms < $3 OR run_id < $4) \
+         AND started_at_ms <= $3 AND (started_at_ms < $3 OR run_id > $4) \
          ORDER BY started_at_ms DESC, run_id LIMIT {limit}"
     )
 }

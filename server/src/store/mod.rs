@@ -237,6 +237,18 @@ impl Store {
         Ok(())
     }
 
+    /// What Postgres's autovacuum does in service, at once: `VACUUM (ANALYZE)`, which also
+    /// clears the dead versions each upload leaves of its node's row (its run count and last
+    /// seen time); SQLite `ANALYZE`. For benchmarks that read right after a bulk fill.
+    pub async fn vacuum_analyze(&self) -> anyhow::Result<()> {
+        let sql = match self.backend {
+            DatabaseKind::Postgres => "VACUUM (ANALYZE)",
+            DatabaseKind::Sqlite => "ANALYZE",
+        };
+        sqlx::query(sql).execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// How the database would run each read the pages make (`EXPLAIN`; SQLite's
     /// `EXPLAIN QUERY PLAN`), as (what it is, plan), with `node` and the run `run_id` (started
     /// at `run_started_at_ms`) bound where a read takes them. On Postgres sequential and bitmap scans are priced out first

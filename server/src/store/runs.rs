@@ -918,7 +918,7 @@ async fn store_run(
                         Int(DIGEST_VERSION),
                         Text(&d.json),
                         Int(i64::from(d.llm)),
-                        Text(class),
+                        OptText(class),
                         OptFloat(d.headline),
                         Text(&context),
                     ]
