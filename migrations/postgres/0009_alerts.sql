@@ -15,8 +15,8 @@ ALTER TABLE run_suites ADD COLUMN alert_id TEXT;
 UPDATE run_suites rs SET
     class = CASE WHEN TRIM(n.instance_type) <> '' THEN n.instance_type
                  WHEN TRIM(n.cpu_model) <> '' THEN n.cpu_model END,
-    headline = CASE WHEN jsonb_typeof(rs.digest::jsonb -> 'headline' -> 'value') = 'number'
-                    THEN (rs.digest::jsonb -> 'headline' ->> 'value')::DOUBLE PRECISION END
+    headline = CASE WHEN json_typeof(rs.digest::json -> 'headline' -> 'value') = 'number'
+                    THEN (rs.digest::json -> 'headline' ->> 'value')::DOUBLE PRECISION END
 FROM nodes n WHERE n.id = rs.node_id;
 CREATE INDEX run_suites_by_class ON run_suites (class, suite, started_at_ms DESC, run_id) WHERE headline IS NOT NULL;
 

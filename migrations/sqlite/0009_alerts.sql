@@ -16,8 +16,10 @@ UPDATE run_suites SET
     class = (SELECT CASE WHEN TRIM(n.instance_type) <> '' THEN n.instance_type
                          WHEN TRIM(n.cpu_model) <> '' THEN n.cpu_model END
              FROM nodes n WHERE n.id = run_suites.node_id),
-    headline = CASE WHEN json_valid(digest) AND json_type(digest, '$.headline.value') IN ('real', 'integer')
-                    THEN json_extract(digest, '$.headline.value') END;
+    headline = CASE WHEN json_valid(digest) THEN
+                   CASE WHEN json_type(digest, '$.headline.value') IN ('real', 'integer')
+                        THEN json_extract(digest, '$.headline.value') END
+               END;
 CREATE INDEX run_suites_by_class ON run_suites (class, suite, started_at_ms DESC, run_id) WHERE headline IS NOT NULL;
 
 -- At most one alert is active (open or acknowledged) per class and suite: open_key is set

@@ -149,6 +149,11 @@ async fn judge_figure(store: &Store, settings: &Settings, f: &Figure) -> anyhow:
         return Ok(None);
     }
     let told = verdict.told();
+    // `judge` keeps what it returns finite, and a bound that was crossed is finite; an alert is
+    // stored as numbers and read as JSON, which has no infinity.
+    if ![told.value, told.worse_by, told.bound].iter().all(|x| x.is_finite()) {
+        return Ok(None);
+    }
     let before = history.first().and_then(|(_, context)| serde_json::from_str(context.as_deref()?).ok());
     // Priced only for a new alert: one counted on the class's active alert keeps its price.
     let (monthly_cost_usd, cost_basis) = match store.active_alert(&f.class, &f.suite).await? {
@@ -222,8 +227,12 @@ async fn monthly_cost(store: &Store, class: &str, worse_by: f64) -> anyhow::Resu
     }
     let period_usd = rows.iter().map(|r| r.serving_micro_usd).sum::<i64>() as f64 / 1e6;
     let monthly = period_usd / f64::from(report.days) * DAYS_PER_MONTH;
+    let cost = regression::monthly_cost(worse_by, monthly);
+    if !cost.is_finite() {
+        return Ok((None, format!("not priced: {class}'s regression is too large to price")));
+    }
     Ok((
-        Some(regression::monthly_cost(worse_by, monthly)),
+        Some(cost),
         format!(
             "{} deployment{} on {class} in the newest report, “{}” ({} to {}): {} a month of serving",
             rows.len(),
@@ -273,8 +282,9 @@ pub fn view(a: &AlertRecord) -> AlertView {
 }
 
 /// Attempts a delivery gets before it is given up: the waits between them (5 s doubling,
-/// at most an hour) add up to about four hours, so a receiver down for an afternoon's deploy
-/// still gets the alert.
+/// at most an hour) add up to about three and a half hours, so a receiver down for an
+/// afternoon's deploy still gets the alert. Delivery is at least once: a post whose success
+/// cannot be recorded (the database away for the lease's minute) is posted again.
 pub const WEBHOOK_ATTEMPTS: i64 = 13;
 /// How long one attempt may take.
 pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -290,21 +300,22 @@ pub fn retry_after_ms(attempts: i64) -> i64 {
 /// Delivers pending webhooks until the process ends: when an alert is raised here, and every
 /// few seconds for those raised by other replicas or due for another try; one at a time, each
 /// claimed first, so several replicas send an alert once.
-pub fn spawn_deliverer(store: Store, settings: Arc<Settings>) {
-    let Some(webhook) = settings.webhook.clone() else { return };
+pub fn spawn_deliverer(store: Store, settings: Arc<Settings>) -> Option<tokio::task::JoinHandle<()>> {
+    let webhook = settings.webhook.clone()?;
     let client = reqwest::Client::builder()
         .timeout(WEBHOOK_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("headroom-server/", env!("CARGO_PKG_VERSION")))
         .build()
         .expect("the webhook client's settings are valid");
-    tokio::spawn(async move {
+    Some(tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = settings.wake.notified() => {}
                 () = tokio::time::sleep(Duration::from_secs(2)) => {}
             }
-            loop {
+            // A bounded batch at a time, so a wake-up always ends.
+            for _ in 0..64 {
                 let (alert, claim) = match store.claim_webhook(LEASE_MS).await {
                     Ok(Some(due)) => due,
                     Ok(None) => break,
@@ -322,12 +333,21 @@ pub fn spawn_deliverer(store: Store, settings: Arc<Settings>) {
                     let retry = (tried < WEBHOOK_ATTEMPTS).then(|| crate::store::now_ms() + retry_after_ms(tried));
                     (error, retry)
                 });
-                if let Err(err) = store.webhook_attempted(&alert.id, claim, outcome).await {
-                    tracing::warn!(error = %format!("{err:#}"), "could not record a webhook attempt");
+                // Recorded within the lease, or the alert is posted again when it lapses.
+                let mut recorded = store.webhook_attempted(&alert.id, claim, outcome.clone()).await;
+                for wait in [1, 3, 9] {
+                    if recorded.is_ok() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_secs(wait)).await;
+                    recorded = store.webhook_attempted(&alert.id, claim, outcome.clone()).await;
+                }
+                if let Err(err) = recorded {
+                    tracing::warn!(error = %format!("{err:#}"), alert = %alert.id, "could not record a webhook attempt; it is posted again when its claim lapses");
                 }
             }
         }
-    });
+    }))
 }
 
 /// One POST of `alert` to the webhook; the reason it failed, without the URL (its path or query
@@ -367,10 +387,14 @@ fn inert(text: &str) -> String {
         .chars()
         .map(|c| match c {
             '`' => '\'',
-            c if c.is_control() => ' ',
+            // Control characters, and the line and paragraph separators some clients break on.
+            c if c.is_control() || c.is_whitespace() => ' ',
             c => c,
         })
         .collect();
+    if clean.trim().is_empty() {
+        clean = "—".into();
+    }
     if clean.chars().count() > 120 {
         clean = clean.chars().take(119).collect::<String>() + "…";
     }

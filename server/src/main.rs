@@ -263,7 +263,7 @@ async fn serve(
     });
     let mut state = AppState::new(store.clone(), &site_root);
     state.alerts = std::sync::Arc::new(alerts);
-    headroom_server::alerts::spawn_deliverer(store.clone(), state.alerts.clone());
+    let _deliverer = headroom_server::alerts::spawn_deliverer(store.clone(), state.alerts.clone());
     if !site_root.join("pkg").join(format!("{}.js", state.leptos.output_name)).exists() {
         tracing::warn!(site_root = %site_root.display(), "no browser bundle found; pages render but do not hydrate (build it with `cargo xtask run`, or `cargo xtask dist` for the release bundle)");
     }

@@ -209,7 +209,8 @@ async fn the_webhook_is_retried_until_the_receiver_takes_the_alert() {
         });
         let wired = settings.clone();
         let app = spawn_with(&db, move |state| state.alerts = wired).await;
-        headroom_server::alerts::spawn_deliverer(app.store.clone(), settings);
+        let deliverer =
+            headroom_server::alerts::spawn_deliverer(app.store.clone(), settings).expect("a webhook is set");
         let agent = app.agent_token("agent-w").await;
         for i in 0..30 {
             post(&app, Some(&agent), "/api/v1/runs", serde_json::to_string(&run(i, steady(i))).unwrap()).await;
@@ -241,6 +242,7 @@ async fn the_webhook_is_retried_until_the_receiver_takes_the_alert() {
             alert = app.store.alert(&alert.id).await.unwrap().unwrap();
         }
         assert_eq!((alert.webhook_state.as_str(), alert.webhook_attempts), ("sent", 2), "{}", db.backend);
+        deliverer.abort();
         app.stop().await;
         db.drop_database().await;
     }
@@ -299,6 +301,59 @@ async fn an_alert_unpriced_then_priced_binds_alike_on_one_connection() {
             assert_eq!(store.alert(&id).await.unwrap().unwrap().monthly_cost_usd, cost, "{}", db.backend);
         }
         store.close().await;
+        db.drop_database().await;
+    }
+}
+
+/// A run sent again (its agent got no answer: the server may have died between storing it and
+/// judging it) is judged from what was stored, whatever the body sent again says, and only for
+/// the agent that stored it.
+#[tokio::test]
+async fn a_run_sent_again_is_judged_from_what_was_stored_and_only_for_its_agent() {
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let b = app.backend;
+        let (token, other) = (app.agent_token("agent-s").await, app.agent_token("agent-o").await);
+        for i in 0..30 {
+            let (status, _) =
+                post(&app, Some(&token), "/api/v1/runs", serde_json::to_string(&run(i, steady(i))).unwrap()).await;
+            assert_eq!(status, StatusCode::CREATED, "{b}");
+        }
+        // Stored, never judged: 25 % short of the class's bandwidth.
+        let regressed = run(30, 9e9);
+        let headroom_server::auth::Principal::Agent(agent) =
+            headroom_server::auth::bearer(&app.store, &token).await.unwrap()
+        else {
+            panic!("an agent token")
+        };
+        app.store.insert_run(&agent.id, &regressed).await.unwrap();
+        assert!(app.store.alerts(None, 10).await.unwrap().is_empty(), "{b}");
+
+        // Another agent sends the run id with its own node and a figure that would alert: the run
+        // is stored already, and not its; nothing is judged.
+        let mut forged = run(30, 1e9);
+        forged.run_id = regressed.run_id;
+        forged.node.node_id = "id-forged".into();
+        let (status, _) = post(&app, Some(&other), "/api/v1/runs", serde_json::to_string(&forged).unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{b}: a duplicate");
+        assert!(app.store.alerts(None, 10).await.unwrap().is_empty(), "{b}: judged for another agent");
+
+        // Its own agent sends it again with a steady figure: the stored 9e9 is judged.
+        let mut again = run(30, 12e9);
+        again.run_id = regressed.run_id;
+        let (status, _) = post(&app, Some(&token), "/api/v1/runs", serde_json::to_string(&again).unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{b}: a duplicate");
+        let alerts = app.store.alerts(None, 10).await.unwrap();
+        assert_eq!(alerts.len(), 1, "{b}");
+        assert_eq!(
+            (alerts[0].run_id.as_str(), alerts[0].value, alerts[0].runs),
+            (regressed.run_id.to_string().as_str(), 9e9, 1),
+            "{b}"
+        );
+        // And a third time: counted once.
+        post(&app, Some(&token), "/api/v1/runs", serde_json::to_string(&again).unwrap()).await;
+        assert_eq!(app.store.alerts(None, 10).await.unwrap()[0].runs, 1, "{b}");
+        app.stop().await;
         db.drop_database().await;
     }
 }

@@ -202,13 +202,16 @@ impl Store {
         }
         let mut figures = Vec::new();
         for suite in suites.split(',').filter(|s| !s.is_empty()) {
-            let row: Option<(Option<String>, Option<String>, Option<String>)> =
-                sqlx::query_as("SELECT class, digest, context FROM run_suites WHERE suite = $1 AND run_id = $2")
-                    .bind(suite)
-                    .bind(run_id)
-                    .fetch_optional(&self.pool)
-                    .await?;
-            let Some((Some(class), Some(digest), context)) = row else { continue };
+            type Row = (Option<String>, Option<String>, Option<String>, Option<String>);
+            let row: Option<Row> = sqlx::query_as(
+                "SELECT class, digest, context, alert_id FROM run_suites WHERE suite = $1 AND run_id = $2",
+            )
+            .bind(suite)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+            // Counted on an alert already: nothing more to judge.
+            let Some((Some(class), Some(digest), context, None)) = row else { continue };
             let Ok(digest) = serde_json::from_str::<SuiteDigest>(&digest) else { continue };
             let Some(headline) = digest.headline else { continue };
             figures.push(Figure {
@@ -344,19 +347,22 @@ impl Store {
             .await?;
             let Some((id, seen)) = due else { return Ok(None) };
             // The claim is the new due time: unique enough, as it also changes every attempt.
-            let claim = (now + lease_ms).max(seen + 1);
-            let (_writing, mut tx) = self.begin_write().await?;
-            let won = sqlx::query(
-                "UPDATE alerts SET webhook_next_ms = $1 WHERE id = $2 AND webhook_state = 'pending' \
-                 AND webhook_next_ms = $3",
-            )
-            .bind(claim)
-            .bind(&id)
-            .bind(seen)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            tx.commit().await?;
+            let claim = now + lease_ms;
+            let won = {
+                let (_writing, mut tx) = self.begin_write().await?;
+                let won = sqlx::query(
+                    "UPDATE alerts SET webhook_next_ms = $1 WHERE id = $2 AND webhook_state = 'pending' \
+                     AND webhook_next_ms = $3",
+                )
+                .bind(claim)
+                .bind(&id)
+                .bind(seen)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                won
+            };
             // Another replica took it first: look for the next.
             if won == 1
                 && let Some(alert) = self.alert(&id).await?
