@@ -21,11 +21,10 @@
 //! Noise is measured in the figure's own units, so a throughput's reciprocal does not stretch
 //! its lower tail. The constants were chosen by simulation (normal noise of 1 % to 30 % of the
 //! median; the tests below hold them): at any noise the share of noise-only runs that alert
-//! stays under 0.75 % (at most 0.2 % under 8 % noise, 0.6 % above); a 20 % regression under 3 % noise is caught by its first run; under 10 %
-//! noise (about what one quick memcpy run of a 2-vCPU VM spreads) it is caught within 20 runs in
-//! every trial of a thousand, under 13 % in 95 %, under 15 % in 85 % (within 40 runs: 97 %, 94 %).
-//! A regression seen only through the window is found once most of the window has shifted: 8
-//! runs after it began.
+//! stays under 0.75 % (at most 0.2 % under 8 % noise, 0.6 % above); a 20 % regression under 3 %
+//! noise is caught by its first run in over 99 % of trials, under 10 % noise within 20 runs in
+//! over 99 %, and under 13 % within 40 runs in over 95 %. A regression seen only through the
+//! window is found once most of the window has shifted: 8 runs after it began.
 
 use serde::{Deserialize, Serialize};
 
