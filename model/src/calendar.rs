@@ -96,6 +96,13 @@ impl Date {
         Date::from_ymd(index.div_euclid(12) as u32, (index.rem_euclid(12) + 1) as u32, 1)
     }
 
+    /// The calendar month `months` after the one `self` is in, as `YYYY-MM`.
+    pub fn month_after(self, months: u32) -> String {
+        let (year, month, _) = self.ymd();
+        let index = year * 12 + i64::from(month) - 1 + i64::from(months);
+        format!("{:04}-{:02}", index.div_euclid(12), index.rem_euclid(12) + 1)
+    }
+
     /// Unix time in milliseconds of the date's first instant (UTC).
     pub fn unix_ms(self) -> i64 {
         i64::from(self.days) * 86_400_000
@@ -203,6 +210,11 @@ mod tests {
 
     #[test]
     fn a_month_is_the_same_length_everywhere() {
+        let nov = Date::parse("2026-11-30").unwrap();
+        assert_eq!(
+            (nov.month_after(0), nov.month_after(1), nov.month_after(14)),
+            ("2026-11".into(), "2026-12".into(), "2028-01".into())
+        );
         assert_eq!(HOURS_PER_MONTH, 730.0);
         assert_eq!(DAYS_PER_MONTH * 24.0, HOURS_PER_MONTH);
         assert_eq!(SECONDS_PER_MONTH, 730.0 * 3600.0);

@@ -1,9 +1,11 @@
 //! The planning formulas: each a pure function of typed inputs, checked, with a property test.
 
 pub mod attribution;
+pub mod chargeback;
 pub mod checks;
 pub mod cost;
 pub mod endpoint;
+pub mod forecast;
 pub mod llm;
 pub mod memory;
 pub mod owned;

@@ -302,6 +302,14 @@ pub fn size_replicas(input: &ReplicaInput) -> Result<ReplicaPlan, ModelError> {
     }
     let design = lambda * burst;
     let load = design * mean;
+    // Refused before any work: Erlang B's recursion up to a start past the cap would take a
+    // step per replica (billions, for a hostile utilization cap).
+    if load / max_util > f64::from(MAX_REPLICAS) {
+        return Err(FieldError::new(
+            "arrival_rate_rps",
+            format!("needs more than {MAX_REPLICAS} replicas at this service time and utilization"),
+        ));
+    }
     let start = ((load / max_util).ceil() as u32).max(1);
     let start = if f64::from(start) <= load { start + 1 } else { start };
     let mut b = erlang_b(start, load);
@@ -479,6 +487,33 @@ mod regression {
         for c in [2534, 2600, 5000] {
             let tail = Queue::new(lambda, mean, cv, c).unwrap().tail(floor * 1.2);
             assert!(tail.is_finite() && (0.0..=1.0).contains(&tail), "c = {c}: {tail}");
+        }
+    }
+}
+
+/// Found by an attacker's review: a load past the replica cap (a huge rate, or a tiny
+/// utilization cap) overflowed `start + 1` or ran Erlang B's recursion for billions of steps
+/// before the cap was checked.
+#[cfg(test)]
+mod beyond_the_cap {
+    use super::*;
+    use crate::units::{PerSecond, Seconds};
+
+    #[test]
+    fn a_load_past_the_replica_cap_is_refused_before_any_work() {
+        let input = |lambda: f64, max_utilization: f64| ReplicaInput {
+            arrival_rate_rps: PerSecond(lambda),
+            service_time_mean_s: Seconds(1.0),
+            service_time_cv: 1.0,
+            slo_latency_s: Seconds(10.0),
+            slo_quantile: 0.99,
+            max_utilization,
+            burst_factor: 1000.0,
+        };
+        for (lambda, cap) in [(3.8e11, 0.9), (1.0, 4.5e-10), (1e300, 0.5)] {
+            let err = size_replicas(&input(lambda, cap)).unwrap_err();
+            assert_eq!(err.field, "arrival_rate_rps", "{err:?}");
+            assert!(err.reason.contains("more than 100000 replicas"), "{err:?}");
         }
     }
 }

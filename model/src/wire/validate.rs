@@ -46,7 +46,10 @@ impl std::error::Error for FieldError {}
 
 type Check = Result<(), FieldError>;
 
-fn text(field: &str, value: &str, required: bool) -> Check {
+/// Checks text a person reads in pages and files: at most [`MAX_TEXT`] bytes, no control
+/// characters but tab and line breaks, nothing invisible or direction-changing; not blank when
+/// `required`.
+pub fn text(field: &str, value: &str, required: bool) -> Check {
     if required && value.trim().is_empty() {
         return Err(FieldError::new(field, "must not be empty"));
     }
