@@ -3,6 +3,8 @@
 //! - `cargo xtask run`: install what the build needs, build the browser bundle, stylesheet and
 //!   binaries, set up the local database, start the server, measure this machine once.
 //! - `cargo xtask test`: build everything and run every test (Rust, wasm build, browser).
+//! - `cargo xtask e2e [FILE…]`: only the browser tests (all four files, or those named, e.g.
+//!   `pages`), on the release bundle and dev binaries, as `cargo xtask test` runs them.
 //! - `cargo xtask build`: only the build step of `run`.
 //! - `cargo xtask dist`: what ships, in `target/dist`: release binaries and the release bundle.
 //! - `cargo xtask image [--dev] [--check]`: the server and agent container images, built with
@@ -21,13 +23,14 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("run") => run::run(&args[1..]),
         Some("test") => test::test(&args[1..]),
+        Some("e2e") => test::e2e(&args[1..]),
         Some("build") => build::Build::new().and_then(|b| b.all(false).map(|_| ())),
         Some("dist") => build::Build::new().and_then(|b| b.dist()),
         Some("image") => image::image(&args[1..]),
         Some("bench-wasm") => build::Build::new().and_then(|b| b.bench_wasm()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | build | dist | image [--dev] [--check] | bench-wasm>"
+                "usage: cargo xtask <run [--listen ADDR] [--data-dir DIR] | test [CARGO TEST ARGS] | e2e [FILE…] | build | dist | image [--dev] [--check] | bench-wasm>"
             );
             return ExitCode::from(2);
         }

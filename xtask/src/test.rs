@@ -64,14 +64,36 @@ pub fn test(cargo_args: &[String]) -> anyhow::Result<()> {
     // its 90 min deadline, with the stuck test named.
     let minutes = std::env::var("HEADROOM_TEST_LIMIT_MIN").ok().and_then(|m| m.parse().ok()).unwrap_or(45);
     step_within("running the Rust tests", &mut cargo, std::time::Duration::from_secs(minutes * 60))?;
-    browser_tests(&build.root, &build.target, &built)?;
+    browser_tests(&build.root, &build.target, &built, &[])?;
     // The images as `cargo xtask image` builds them (from these dev binaries), run with podman.
     eprintln!("==> container images: building them and starting the server's on loopback");
     crate::image::smoke_test(&build, &built)?;
     Ok(())
 }
 
-fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built) -> anyhow::Result<()> {
+/// The browser test files, as `cargo xtask e2e` names them.
+const BROWSER_TESTS: [&str; 4] = ["fleet", "pages", "service", "alerts"];
+
+/// `cargo xtask e2e [FILE…]`: the browser tests alone (all, or the files named), on what
+/// `cargo xtask test` builds for them.
+pub fn e2e(files: &[String]) -> anyhow::Result<()> {
+    if let Some(unknown) = files.iter().find(|f| !BROWSER_TESTS.contains(&f.as_str())) {
+        anyhow::bail!("no browser test file '{unknown}'; the files are {}", BROWSER_TESTS.join(", "));
+    }
+    let build = Build::new()?;
+    let site_root = build.site(true)?;
+    let built = build.binaries(false, site_root)?;
+    step(
+        "installing the third-party inference servers the service page's test loads (once)",
+        Command::new("bash")
+            .arg(build.root.join("tools/endpoint-servers/setup.sh"))
+            .arg(build.target.join("endpoint-servers")),
+    )?;
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    browser_tests(&build.root, &build.target, &built, &files)
+}
+
+fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built, only: &[&str]) -> anyhow::Result<()> {
     let chromium = ensure_chromium()?;
     if Command::new("npm").arg("--version").output().is_err() {
         apt_install(&["nodejs", "npm"], "Node.js and npm for the browser tests")?;
@@ -90,10 +112,12 @@ fn browser_tests(root: &Path, target: &Path, built: &crate::build::Built) -> any
         "running the browser tests (headless Chromium)",
         Command::new("node")
             .args(["--test", "--test-reporter=spec", "--test-concurrency=1", "--test-timeout=600000"])
-            .arg(e2e.join("fleet.test.mjs"))
-            .arg(e2e.join("pages.test.mjs"))
-            .arg(e2e.join("service.test.mjs"))
-            .arg(e2e.join("alerts.test.mjs"))
+            .args(
+                BROWSER_TESTS
+                    .iter()
+                    .filter(|f| only.is_empty() || only.contains(f))
+                    .map(|f| e2e.join(format!("{f}.test.mjs"))),
+            )
             .env("HEADROOM_ENDPOINT_SERVERS", target.join("endpoint-servers"))
             .env("HEADROOM_ONNXRUNTIME_PYTHON", target.join("onnxruntime/bin/python"))
             .env("HEADROOM_SCREENSHOTS", &screenshots)
