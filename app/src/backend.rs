@@ -9,8 +9,9 @@ use futures::future::BoxFuture;
 use model::FleetView;
 
 use crate::data::{
-    AlertList, AlertView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView,
-    PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
+    AlertList, AlertView, BudgetView, BudgetsView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView,
+    MeasuredFleet, PeopleView, PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView,
+    TransportRun,
 };
 
 /// Why page data could not be given: the HTTP status the API would answer and its message.
@@ -99,6 +100,18 @@ pub trait Backend: Send + Sync + 'static {
     fn create_agent_token(&self, headers: http::HeaderMap, name: String, replace: bool) -> Answer<CreatedToken>;
     /// Reports and the newest one's breakdown.
     fn reports(&self, headers: http::HeaderMap) -> Answer<ReportsView>;
+    /// Budgets and the newest report's forecast (finance).
+    fn budgets(&self, headers: http::HeaderMap) -> Answer<BudgetsView>;
+    /// Sets a team's or deployment's monthly budget (finance).
+    fn set_budget(
+        &self,
+        headers: http::HeaderMap,
+        scope: String,
+        name: String,
+        monthly_usd: String,
+    ) -> Answer<BudgetView>;
+    /// Deletes a budget (finance).
+    fn delete_budget(&self, headers: http::HeaderMap, id: String) -> Answer<()>;
     /// Builds a report from the saved planner scenarios.
     fn report_from_scenarios(
         &self,

@@ -452,6 +452,62 @@ pub struct ReportsView {
     pub savings: Vec<(String, i64)>,
     /// Saved planner scenarios a report can be built from.
     pub planner_scenarios: usize,
+    /// The newest report's chargeback by team and cost centre (the costliest 20), how many
+    /// more are in its files, whether any of its deployments said what it needs (so that idle
+    /// is counted), and the policy its idle cost was charged by (`owner` or `proportional`,
+    /// with its meaning).
+    pub chargeback: Vec<TeamChargeView>,
+    pub chargeback_others: usize,
+    pub idle_known: bool,
+    pub idle_policy: (String, String),
+}
+
+/// A monthly budget of a team or deployment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    pub id: String,
+    /// `team` or `deployment`.
+    pub scope: String,
+    pub name: String,
+    /// Micro-dollars a month.
+    pub monthly: i64,
+    pub updated_by: String,
+    pub updated_at_ms: i64,
+}
+
+/// A team's or deployment's forecast spend, micro-dollars a month.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForecastLineView {
+    pub scope: String,
+    pub name: String,
+    pub team: String,
+    pub spend: Vec<i64>,
+    pub budget: Option<i64>,
+    /// The first month (1-based) over the budget.
+    pub first_over: Option<u32>,
+}
+
+/// The Budgets page: every budget, and the newest report's 12-month forecast against them
+/// (`months` empty when the newest report was stored before forecasts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetsView {
+    pub budgets: Vec<BudgetView>,
+    pub report: Option<ReportSummaryView>,
+    pub months: Vec<String>,
+    pub lines: Vec<ForecastLineView>,
+}
+
+/// One team's (and cost centre's) charge in a report, micro-dollars.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamChargeView {
+    pub team: String,
+    pub cost_centre: Option<String>,
+    pub deployments: u32,
+    pub used_serving: i64,
+    pub idle: i64,
+    pub idle_charged: i64,
+    pub training: i64,
+    pub chargeback: i64,
 }
 
 #[cfg(feature = "ssr")]
@@ -592,6 +648,24 @@ pub async fn create_agent_token(name: String, replace: bool) -> Result<CreatedTo
 #[server(prefix = "/srv", endpoint = "reports")]
 pub async fn reports_page() -> Result<ReportsView, ServerFnError> {
     backend().0.reports(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// Budgets and the newest report's forecast (finance).
+#[server(prefix = "/srv", endpoint = "budgets")]
+pub async fn budgets_page() -> Result<BudgetsView, ServerFnError> {
+    backend().0.budgets(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// Sets the monthly budget (US dollars, as typed) of a team or deployment (finance).
+#[server(prefix = "/srv", endpoint = "set_budget")]
+pub async fn set_budget(scope: String, name: String, monthly_usd: String) -> Result<BudgetView, ServerFnError> {
+    backend().0.set_budget(headers().await?, scope, name, monthly_usd).await.map_err(crate::backend::page_error)
+}
+
+/// Deletes a budget (finance).
+#[server(prefix = "/srv", endpoint = "delete_budget")]
+pub async fn delete_budget(id: String) -> Result<(), ServerFnError> {
+    backend().0.delete_budget(headers().await?, id).await.map_err(crate::backend::page_error)
 }
 
 /// Builds a report for `from`..=`to` with one deployment per saved planner scenario, each

@@ -68,6 +68,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/scenarios/compare") view=|| view! { <Shell><pages::compare::ComparePage/></Shell> }/>
                 <Route path=path!("/alerts") view=|| view! { <Shell><pages::alerts::AlertsPage/></Shell> }/>
                 <Route path=path!("/reports") view=|| view! { <Shell><pages::reports::ReportsPage/></Shell> }/>
+                <Route path=path!("/budgets") view=|| view! { <Shell><pages::budgets::BudgetsPage/></Shell> }/>
                 <Route path=path!("/admin") view=|| view! { <Shell><pages::admin::AdminPage/></Shell> }/>
             </Routes>
         </Router>
@@ -85,6 +86,7 @@ fn Shell(children: Children) -> impl IntoView {
         ("/transport", "Transport"),
         ("/scenarios", "Scenarios"),
         ("/reports", "Reports"),
+        ("/budgets", "Budgets"),
         ("/alerts", "Alerts"),
         ("/admin", "Admin"),
     ];

@@ -1,13 +1,17 @@
 //! `cargo bench -p headroom-server --bench reports`: a monthly report of 10,000 deployments
 //! (`HEADROOM_BENCH_DEPLOYMENTS` changes it), each priced from the shipped catalog with two
-//! recommendations: compute, the polars table, and each export. Median of 7; ratios are to the
+//! recommendations, each saying the replicas its volume needs (a tenth sized from the queue
+//! model, the most a report may size), so idle cost, shared proportionally, is computed: compute, the polars table, each export and the chargeback. Median of 7; ratios are to the
 //! compute step in the same run. The target is the whole build, compute and all three files,
 //! under 2 s.
 
 use std::time::{Duration, Instant};
 
+use headroom_server::chargeback;
 use headroom_server::prices::{DEFAULT_CATALOG, parse};
-use headroom_server::reports::{self, Amount, DeploymentInput, Kind, Prices, RecommendationInput, ReportRequest};
+use headroom_server::reports::{
+    self, Amount, DeploymentInput, IdlePolicy, Kind, Prices, RecommendationInput, ReportRequest, Sizing,
+};
 
 fn median(mut f: impl FnMut()) -> Duration {
     let mut times: Vec<Duration> = (0..7)
@@ -29,12 +33,25 @@ fn main() {
         .map(|i| DeploymentInput {
             name: format!("model-{i}"),
             team: Some(format!("team-{}", i % 40)),
+            cost_centre: Some(format!("cc-{}", i % 7)),
             instance_type: Some(instances[i % instances.len()].to_string()),
             purchase_option: "on_demand".into(),
             region: None,
             replicas: Some(1 + (i % 16) as u32),
+            // One in ten sized from the queue model (the most a report may size), the others
+            // with an entered need, so idle cost is part of what is measured.
+            needed_replicas: (i % 10 != 0).then_some((i % 16) as u32 / 2 + 1),
+            sizing: (i % 10 == 0).then_some(Sizing {
+                service_time_s: 0.002 + (i % 10) as f64 * 0.01,
+                service_time_cv: 0.5,
+                slo_latency_s: 0.5,
+                slo_quantile: 0.99,
+                max_utilization: 0.8,
+                peak_to_average: 2.0,
+            }),
             serving_cost_per_request_usd: None,
             requests_per_month: 1_000_000 + (i as u64 * 7919) % 500_000_000,
+            growth_per_month: (i % 5) as f64 * 0.02,
             training_cost_usd: Some(Amount::Text(format!("{}.25", 1000 + i % 50_000))),
             retrains_per_month: (i % 4) as f64 * 0.5,
             run_ids: vec![],
@@ -49,8 +66,13 @@ fn main() {
             ],
         })
         .collect();
-    let request =
-        ReportRequest { name: "bench".into(), from: "2026-11-01".into(), to: "2026-11-30".into(), deployments };
+    let request = ReportRequest {
+        name: "bench".into(),
+        from: "2026-11-01".into(),
+        to: "2026-11-30".into(),
+        deployments,
+        idle_policy: IdlePolicy::Proportional,
+    };
     let prices = Prices::new(&catalog);
     let build = || reports::build("bench".into(), &request, &prices, 1, &|_| true, &|_| true).expect("report");
     let report = build();
@@ -61,6 +83,7 @@ fn main() {
         ("CSV", median(|| sizes.push(("CSV", reports::to_csv(&report).unwrap().len())))),
         ("Parquet", median(|| sizes.push(("Parquet", reports::to_parquet(&report).unwrap().len())))),
         ("XLSX", median(|| sizes.push(("XLSX", reports::to_xlsx(&report).unwrap().len())))),
+        ("chargeback by team, CSV", median(|| drop(chargeback::to_csv(&report).unwrap()))),
         (
             "whole build: compute + CSV + Parquet + XLSX",
             median(|| {

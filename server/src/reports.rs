@@ -7,13 +7,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::FieldError;
-use model::calendar::{DAYS_PER_MONTH, Date};
+use model::calendar::{DAYS_PER_MONTH, Date, SECONDS_PER_MONTH};
 use model::money::{MicroUsd, format_usd, from_usd, parse_usd, to_usd};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::prices::PriceRow;
+pub use model::plan::chargeback::IdlePolicy;
+use model::plan::chargeback::{Line, charge_idle, idle_replicas};
+use model::plan::forecast;
 
 /// Most deployments in one report.
 pub const MAX_DEPLOYMENTS: usize = 100_000;
@@ -30,7 +33,7 @@ pub enum Amount {
 }
 
 impl Amount {
-    fn micros(&self, field: &str) -> Result<MicroUsd, FieldError> {
+    pub fn micros(&self, field: &str) -> Result<MicroUsd, FieldError> {
         match self {
             Amount::Text(t) => parse_usd(t).map_err(|reason| FieldError::new(field, reason)),
             Amount::Number(n) if *n >= 0.0 => {
@@ -51,6 +54,9 @@ pub struct ReportRequest {
     /// Last day, included.
     pub to: String,
     pub deployments: Vec<DeploymentInput>,
+    /// Who pays for idle replicas: `owner` (default) or `proportional`.
+    #[serde(default)]
+    pub idle_policy: IdlePolicy,
 }
 
 /// A model served on a configuration at a request volume.
@@ -60,6 +66,9 @@ pub struct DeploymentInput {
     pub name: String,
     #[serde(default)]
     pub team: Option<String>,
+    /// The cost centre the team's charge is booked to, where finance needs one.
+    #[serde(default)]
+    pub cost_centre: Option<String>,
     /// Priced from the catalog with `replicas`; or give `serving_cost_per_request_usd` instead.
     #[serde(default)]
     pub instance_type: Option<String>,
@@ -69,9 +78,19 @@ pub struct DeploymentInput {
     pub region: Option<String>,
     #[serde(default)]
     pub replicas: Option<u32>,
+    /// The replicas the volume needs at its SLO, as entered (e.g. Right-sizing's answer); the
+    /// rest of `replicas` is idle. Or give `sizing` to have it computed.
+    #[serde(default)]
+    pub needed_replicas: Option<u32>,
+    /// The service and SLO to size the needed replicas from (M/G/c at the peak rate).
+    #[serde(default)]
+    pub sizing: Option<Sizing>,
     #[serde(default)]
     pub serving_cost_per_request_usd: Option<Amount>,
     pub requests_per_month: u64,
+    /// Growth of the volume a month, as a fraction (0.05: 5 % a month), for the forecast.
+    #[serde(default)]
+    pub growth_per_month: f64,
     #[serde(default)]
     pub training_cost_usd: Option<Amount>,
     #[serde(default)]
@@ -86,8 +105,58 @@ pub struct DeploymentInput {
     pub recommendations: Vec<RecommendationInput>,
 }
 
-/// Most characters in a deployment's team.
+/// Most characters in a deployment's team or cost centre.
 pub const MAX_TEAM: usize = 200;
+
+/// Checks a team's, cost centre's or budget's name: at most [`MAX_TEAM`] characters of text
+/// that prints as itself (no control, invisible or direction-changing characters), as budgets
+/// match reports by it.
+pub fn team_name(field: &str, value: &str) -> Result<(), FieldError> {
+    if value.chars().count() > MAX_TEAM {
+        return Err(FieldError::new(field, format!("must be at most {MAX_TEAM} characters")));
+    }
+    model::wire::validate::text(field, value, false)
+}
+
+/// What one replica's service takes and the SLO it must meet: the needed replicas are the
+/// fewest that hold the SLO at `peak_to_average` × the deployment's average rate
+/// (`requests_per_month` over a 730-hour month) and at most `max_utilization` busy, as the
+/// Planner's Capacity card sizes them (`model::plan::queue::size_replicas`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Sizing {
+    /// Mean service time of one request on one replica, seconds.
+    pub service_time_s: f64,
+    /// Its coefficient of variation (1 = exponential, the default).
+    #[serde(default = "one")]
+    pub service_time_cv: f64,
+    pub slo_latency_s: f64,
+    /// 0.99 (the default) for a p99 SLO.
+    #[serde(default = "p99")]
+    pub slo_quantile: f64,
+    /// Highest planned utilization per replica, in (0, 1); default 0.9.
+    #[serde(default = "ninety_percent")]
+    pub max_utilization: f64,
+    /// The peak rate over the average; default 1.
+    #[serde(default = "one")]
+    pub peak_to_average: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn p99() -> f64 {
+    0.99
+}
+
+fn ninety_percent() -> f64 {
+    0.9
+}
+
+/// Most deployments of one report sized from `sizing`: sizing one takes up to about 5 ms at an
+/// SLO on its service time's own tail, so this bounds a report's sizing to seconds.
+pub const MAX_SIZED: usize = 1_000;
 
 fn on_demand() -> String {
     "on_demand".into()
@@ -177,6 +246,37 @@ pub struct ReportRow {
     /// price a regression of that class from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<String>,
+    #[serde(default)]
+    pub cost_centre: Option<String>,
+    /// Replicas provisioned, when priced by the replica.
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    /// Replicas the volume needs at its SLO, when entered or sized.
+    #[serde(default)]
+    pub needed_replicas: Option<u32>,
+    /// Where `needed_replicas` came from: `entered`, or the sizing that gave it.
+    #[serde(default)]
+    pub needed_from: Option<String>,
+    /// The serving cost of the replicas beyond the needed ones (part of `serving_micro_usd`).
+    #[serde(default)]
+    pub idle_micro_usd: MicroUsd,
+    /// The idle cost this deployment is charged under the report's policy.
+    #[serde(default)]
+    pub idle_charged_micro_usd: MicroUsd,
+    #[serde(default)]
+    pub growth_per_month: f64,
+    /// Spend in each of the 12 months after the report's, serving and training (empty in
+    /// reports stored before forecasts).
+    #[serde(default)]
+    pub forecast_micro_usd: Vec<MicroUsd>,
+}
+
+impl ReportRow {
+    /// What the deployment's team is charged: its total, less its own idle cost, plus the idle
+    /// cost the policy gives it.
+    pub fn chargeback_micro_usd(&self) -> MicroUsd {
+        self.total_micro_usd - self.idle_micro_usd + self.idle_charged_micro_usd
+    }
 }
 
 /// A built report.
@@ -194,6 +294,12 @@ pub struct Report {
     pub generated_at_ms: i64,
     #[serde(default)]
     pub generated_by: String,
+    /// Who pays for idle replicas (reports stored before it was chosen had no idle cost).
+    #[serde(default)]
+    pub idle_policy: IdlePolicy,
+    /// The first month of the forecast, `YYYY-MM` (the month after the one `to` is in).
+    #[serde(default)]
+    pub forecast_from: String,
     pub rows: Vec<ReportRow>,
 }
 
@@ -265,10 +371,16 @@ pub fn build(
     if request.deployments.is_empty() || request.deployments.len() > MAX_DEPLOYMENTS {
         return Err(FieldError::new("deployments", format!("must hold 1 to {MAX_DEPLOYMENTS} deployments")));
     }
+    if let Some((i, _)) = request.deployments.iter().enumerate().filter(|(_, d)| d.sizing.is_some()).nth(MAX_SIZED) {
+        return Err(FieldError::new(
+            format!("deployments[{i}].sizing"),
+            format!("at most {MAX_SIZED} deployments of a report may be sized; give needed_replicas for the others"),
+        ));
+    }
     let days = (to - from + 1) as u32;
     let hours = i64::from(days) * 24;
     let months = f64::from(days) / DAYS_PER_MONTH;
-    let rows = request
+    let mut rows = request
         .deployments
         .iter()
         .enumerate()
@@ -277,16 +389,26 @@ pub fn build(
     // The totals the exports print must fit too.
     let mut total: MicroUsd = 0;
     let mut requests: u64 = 0;
+    let mut forecast = [0 as MicroUsd; forecast::MONTHS as usize];
     let mut savings: BTreeMap<Kind, MicroUsd> = BTreeMap::new();
     for row in &rows {
         total = add("deployments", total, row.total_micro_usd)?;
         requests = requests
             .checked_add(row.requests)
             .ok_or_else(|| FieldError::new("deployments", "serve more requests in all than a report can count"))?;
+        for (sum, month) in forecast.iter_mut().zip(&row.forecast_micro_usd) {
+            *sum = add("deployments", *sum, *month)?;
+        }
         for (kind, saving) in &row.savings_micro_usd {
             let sum = savings.entry(*kind).or_default();
             *sum = add("deployments", *sum, *saving)?;
         }
+    }
+    // After the totals are known to fit: the idle pool is part of them.
+    let lines: Vec<Line> =
+        rows.iter().map(|r| Line { used: r.serving_micro_usd - r.idle_micro_usd, idle: r.idle_micro_usd }).collect();
+    for (row, charged) in rows.iter_mut().zip(charge_idle(&lines, request.idle_policy)) {
+        row.idle_charged_micro_usd = charged;
     }
     Ok(Report {
         id,
@@ -297,6 +419,8 @@ pub fn build(
         catalog_version,
         generated_at_ms: 0,
         generated_by: String::new(),
+        idle_policy: request.idle_policy,
+        forecast_from: day(&request.to).month_after(1),
         rows,
     })
 }
@@ -342,8 +466,10 @@ fn row(
     if d.name.trim().is_empty() {
         return Err(FieldError::new(field("name"), "must not be empty"));
     }
-    if d.team.as_ref().is_some_and(|t| t.chars().count() > MAX_TEAM) {
-        return Err(FieldError::new(field("team"), format!("must be at most {MAX_TEAM} characters")));
+    for (name, value) in [("team", &d.team), ("cost_centre", &d.cost_centre)] {
+        if let Some(value) = value {
+            team_name(&field(name), value)?;
+        }
     }
     if let Some(scenario) = &d.scenario_id {
         if !crate::store::could_be_id(scenario) {
@@ -365,7 +491,7 @@ fn row(
         return Err(FieldError::new(field("requests_per_month"), format!("must be at most {MAX_REQUESTS_PER_MONTH}")));
     }
     let requests = (d.requests_per_month as f64 * months).round() as u64;
-    let (serving, configuration, price_as_of, price_source, price) =
+    let (serving, configuration, price_as_of, price_source, price, provisioned, per_request) =
         match (&d.instance_type, &d.serving_cost_per_request_usd) {
             (Some(instance), None) => {
                 let replicas = d
@@ -381,12 +507,13 @@ fn row(
                     d.purchase_option,
                     p.region.as_deref().map(|r| format!(", {r}")).unwrap_or_default()
                 );
-                (serving, config, Some(p.as_of.clone()), p.source.clone(), Some(p))
+                (serving, config, Some(p.as_of.clone()), p.source.clone(), Some(p), Some(replicas), None)
             }
             (None, Some(per_request)) => {
                 let micros = per_request.micros(&field("serving_cost_per_request_usd"))?;
                 let serving = scaled(&field("serving_cost_per_request_usd"), micros, requests as f64)?;
-                (serving, format!("entered: {} USD per request", format_usd(micros)), None, "entered".to_string(), None)
+                let entered = format!("entered: {} USD per request", format_usd(micros));
+                (serving, entered, None, "entered".to_string(), None, None, Some(micros))
             }
             _ => {
                 return Err(FieldError::new(
@@ -395,9 +522,24 @@ fn row(
                 ));
             }
         };
+    let needed = needed_replicas(at, d, provisioned)?;
+    let idle = match (price, provisioned, &needed) {
+        (Some(p), Some(replicas), Some((needed, _))) => {
+            rent(&field("replicas"), p.hourly_micro_usd, idle_replicas(replicas, *needed), hours)?
+        }
+        _ => 0,
+    };
     let training_once =
         d.training_cost_usd.as_ref().map(|a| a.micros(&field("training_cost_usd"))).transpose()?.unwrap_or(0);
     let training = scaled(&field("training_cost_usd"), training_once, d.retrains_per_month * months)?;
+    let pricing = match (price, provisioned, per_request) {
+        (Some(p), Some(replicas), _) => {
+            Pricing::Replicas { hourly: p.hourly_micro_usd, replicas, needed: needed.as_ref().map(|(n, _)| *n) }
+        }
+        (_, _, micros) => Pricing::PerRequest(micros.unwrap_or(0)),
+    };
+    let training_month = scaled(&field("training_cost_usd"), training_once, d.retrains_per_month)?;
+    let forecast = forecast_of(at, d, &pricing, training_month)?;
     let mut savings: BTreeMap<Kind, MicroUsd> = BTreeMap::new();
     let mut run_ids = d.run_ids.clone();
     for (j, r) in d.recommendations.iter().enumerate() {
@@ -475,7 +617,152 @@ fn row(
         run_ids,
         scenario_id: d.scenario_id.clone(),
         instance_type: price.and(d.instance_type.as_deref()).map(|t| t.trim().to_string()),
+        cost_centre: d.cost_centre.as_deref().map(str::trim).filter(|c| !c.is_empty()).map(str::to_string),
+        replicas: provisioned,
+        needed_replicas: needed.as_ref().map(|(n, _)| *n),
+        needed_from: needed.map(|(_, from)| from),
+        idle_micro_usd: idle,
+        idle_charged_micro_usd: 0,
+        growth_per_month: d.growth_per_month,
+        forecast_micro_usd: forecast,
     })
+}
+
+/// The replicas deployment `d` needs at its SLO and where that came from: entered, or sized
+/// from `d.sizing` at its peak rate. `None` when it says neither.
+/// A fleet that needs more than it runs says so where its need is shown.
+fn needed_replicas(
+    at: &str,
+    d: &DeploymentInput,
+    provisioned: Option<u32>,
+) -> Result<Option<(u32, String)>, FieldError> {
+    let field = |name: &str| format!("{at}.{name}");
+    let Some(provisioned) = provisioned else {
+        if d.needed_replicas.is_some() || d.sizing.is_some() {
+            let name = if d.sizing.is_some() { "sizing" } else { "needed_replicas" };
+            return Err(FieldError::new(field(name), "needs instance_type with replicas: only replicas can be idle"));
+        }
+        return Ok(None);
+    };
+    let (needed, from) = match (d.needed_replicas, &d.sizing) {
+        (Some(_), Some(_)) => return Err(FieldError::new(field("sizing"), "give needed_replicas or sizing, not both")),
+        (None, None) => return Ok(None),
+        (Some(n), None) => {
+            if n == 0 && d.requests_per_month > 0 {
+                return Err(FieldError::new(
+                    field("needed_replicas"),
+                    "must be 1 or more for a deployment that serves requests",
+                ));
+            }
+            if n > model::plan::queue::MAX_REPLICAS {
+                let most = model::plan::queue::MAX_REPLICAS;
+                return Err(FieldError::new(field("needed_replicas"), format!("must be at most {most}")));
+            }
+            (n, "entered".to_string())
+        }
+        (None, Some(s)) => {
+            // A deployment that serves nothing needs none; its sizing is still checked, at one
+            // request a month.
+            let needed = s.replicas_for(at, d.requests_per_month.max(1) as f64)?;
+            (if d.requests_per_month == 0 { 0 } else { needed }, s.describe())
+        }
+    };
+    let from = if needed > provisioned {
+        format!("{from}; more than the {provisioned} provisioned: none idle, and the forecast runs the need")
+    } else {
+        from
+    };
+    Ok(Some((needed, from)))
+}
+
+impl Sizing {
+    /// The fewest replicas that hold the SLO for `requests_per_month` (errors name the fields
+    /// of deployment `at`).
+    fn replicas_for(&self, at: &str, requests_per_month: f64) -> Result<u32, FieldError> {
+        let sizing = |reason: String, name: &str| FieldError::new(format!("{at}.sizing.{name}"), reason);
+        if !(self.peak_to_average.is_finite() && (1.0..=1000.0).contains(&self.peak_to_average)) {
+            return Err(sizing("must be between 1 and 1000".into(), "peak_to_average"));
+        }
+        let input = model::plan::queue::ReplicaInput {
+            arrival_rate_rps: model::units::PerSecond(requests_per_month / SECONDS_PER_MONTH),
+            service_time_mean_s: model::units::Seconds(self.service_time_s),
+            service_time_cv: self.service_time_cv,
+            slo_latency_s: model::units::Seconds(self.slo_latency_s),
+            slo_quantile: self.slo_quantile,
+            max_utilization: self.max_utilization,
+            burst_factor: self.peak_to_average,
+        };
+        let plan = model::plan::queue::size_replicas(&input).map_err(|e| {
+            // The model names its own inputs; say them as this request does.
+            let name = match e.field.as_str() {
+                "service_time_mean_s" => "service_time_s",
+                "burst_factor" => "peak_to_average",
+                "arrival_rate_rps" => return FieldError::new(format!("{at}.requests_per_month"), e.reason),
+                other => other,
+            };
+            sizing(e.reason, name)
+        })?;
+        Ok(plan.replicas)
+    }
+
+    /// How the needed replicas were sized, as the exports say it.
+    fn describe(&self) -> String {
+        format!(
+            "M/G/c: {} ≤ {} s at {}× the average rate, ≤ {}% busy, service {} s (cv {})",
+            model::plan::queue::quantile_name(self.slo_quantile),
+            self.slo_latency_s,
+            self.peak_to_average,
+            (self.max_utilization * 1000.0).round() / 10.0,
+            self.service_time_s,
+            self.service_time_cv
+        )
+    }
+}
+
+/// What a deployment is priced by, for its forecast.
+enum Pricing {
+    /// An hourly price for each of `replicas`, of which the volume needs `needed` (when known).
+    Replicas {
+        hourly: MicroUsd,
+        replicas: u32,
+        needed: Option<u32>,
+    },
+    PerRequest(MicroUsd),
+}
+
+/// Spend in each of the [`forecast::MONTHS`] months after the report's (module
+/// `model::plan::forecast`): serving at the month's volume plus training.
+fn forecast_of(
+    at: &str,
+    d: &DeploymentInput,
+    pricing: &Pricing,
+    training_month: MicroUsd,
+) -> Result<Vec<MicroUsd>, FieldError> {
+    let field = format!("{at}.growth_per_month");
+    let g = forecast::growth(&field, d.growth_per_month)?;
+    let refused = |m: u32, what: &str| FieldError::new(&field, format!("month {m} of the forecast {what}"));
+    (1..=forecast::MONTHS)
+        .map(|m| {
+            let too_large = || refused(m, TOO_LARGE);
+            let serving = match *pricing {
+                Pricing::PerRequest(micros) => {
+                    let volume = forecast::volume(d.requests_per_month as f64, g, m);
+                    scaled(&field, micros, volume).map_err(|_| too_large())?
+                }
+                Pricing::Replicas { hourly, replicas, needed } => {
+                    let (base, spare) = match needed {
+                        Some(needed) => (needed, replicas.saturating_sub(needed)),
+                        None => (replicas, 0),
+                    };
+                    let running = forecast::scaled(base, g, m)
+                        .and_then(|n| n.checked_add(spare))
+                        .ok_or_else(|| refused(m, "needs more replicas than a count holds"))?;
+                    rent(&field, hourly, running, model::calendar::HOURS_PER_MONTH as i64).map_err(|_| too_large())?
+                }
+            };
+            serving.checked_add(training_month).ok_or_else(too_large)
+        })
+        .collect()
 }
 
 pub const KINDS: [Kind; 4] = [Kind::RightSizing, Kind::Quantization, Kind::Distillation, Kind::Transport];
@@ -541,13 +828,21 @@ fn frame_of(report: &Report, rows: &[ReportRow]) -> PolarsResult<DataFrame> {
         Column::new("report_id".into(), vec![report.id.clone(); n]),
         Column::new("generated_at".into(), vec![model::format::utc_iso(report.generated_at_ms); n]),
         Column::new("generated_by".into(), vec![report.generated_by.clone(); n]),
+        Column::new("cost_centre".into(), rows.iter().map(|r| r.cost_centre.clone()).collect::<Vec<Option<String>>>()),
+        Column::new("replicas".into(), rows.iter().map(|r| r.replicas).collect::<Vec<Option<u32>>>()),
+        Column::new("needed_replicas".into(), rows.iter().map(|r| r.needed_replicas).collect::<Vec<Option<u32>>>()),
+        Column::new("needed_from".into(), rows.iter().map(|r| r.needed_from.clone()).collect::<Vec<Option<String>>>()),
+        Column::new("idle_usd".into(), usd(&|r| r.idle_micro_usd)),
+        Column::new("idle_charged_usd".into(), usd(&|r| r.idle_charged_micro_usd)),
+        Column::new("chargeback_usd".into(), usd(&|r| r.chargeback_micro_usd())),
+        Column::new("idle_policy".into(), vec![report.idle_policy.name().to_string(); n]),
     ]);
     DataFrame::new(n, columns)
 }
 
 /// The label finance reads for a column of [`frame`] (whose names stay machine names in
 /// Parquet).
-fn label(column: &str) -> String {
+pub(crate) fn label(column: &str) -> String {
     let fixed = match column {
         "deployment" => "Deployment",
         "team" => "Team",
@@ -568,6 +863,17 @@ fn label(column: &str) -> String {
         "report_id" => "Report id",
         "generated_at" => "Generated at (UTC)",
         "generated_by" => "Generated by",
+        "cost_centre" => "Cost centre",
+        "replicas" => "Replicas",
+        "needed_replicas" => "Needed replicas",
+        "needed_from" => "Needed from",
+        "idle_usd" => "Idle (USD)",
+        "idle_charged_usd" => "Idle charged (USD)",
+        "chargeback_usd" => "Chargeback (USD)",
+        "idle_policy" => "Idle cost policy",
+        "deployments" => "Deployments",
+        "used_serving_usd" => "Used serving (USD)",
+        "chargeback_exact_micro_usd" => "Chargeback (exact micro-USD)",
         other => {
             return match other.strip_prefix("saving_").and_then(|k| k.strip_suffix("_usd")) {
                 Some(kind) => format!("Saving from {} (USD)", kind.replace('_', "-")),
@@ -601,8 +907,11 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
     let fail = |e: csv::Error| PolarsError::ComputeError(e.to_string().into());
     out.write_record(&header).map_err(fail)?;
     let mut sums = [0i64; 3 + KINDS.len()];
+    // Idle, idle charged and chargeback, in cents as shown.
+    let mut idle_sums = [0i64; 3];
     let cents = |c: i64| model::money::format_cents(c.saturating_mul(10_000));
-    for r in &report.rows {
+    let shown_idle = crate::chargeback::idle_cents(report);
+    for (r, &(idle, charged)) in report.rows.iter().zip(&shown_idle) {
         let money = [r.serving_micro_usd, r.training_micro_usd, r.total_micro_usd]
             .into_iter()
             .chain(KINDS.iter().map(|k| r.savings_micro_usd.get(k).copied().unwrap_or(0)));
@@ -632,6 +941,19 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
             text(r.scenario_id.as_deref().unwrap_or_default()),
         ]);
         record.extend(provenance.iter().cloned());
+        // The chargeback reads across too: the total shown, less the idle, plus the charge.
+        let idle_cents = [idle, charged, money[2].saturating_sub(idle).saturating_add(charged)];
+        for (sum, c) in idle_sums.iter_mut().zip(&idle_cents) {
+            *sum = sum.saturating_add(*c);
+        }
+        record.extend([
+            text(r.cost_centre.as_deref().unwrap_or_default()),
+            r.replicas.map(|n| n.to_string()).unwrap_or_default(),
+            r.needed_replicas.map(|n| n.to_string()).unwrap_or_default(),
+            text(r.needed_from.as_deref().unwrap_or_default()),
+        ]);
+        record.extend(idle_cents.iter().map(|c| cents(*c)));
+        record.push(report.idle_policy.name().to_string());
         out.write_record(&record).map_err(fail)?;
     }
     let requests: u64 = report.rows.iter().map(|r| r.requests).sum();
@@ -655,16 +977,46 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
         String::new(),
     ]);
     total.extend(provenance.iter().cloned());
+    total.extend([String::new(), String::new(), String::new(), String::new()]);
+    total.extend(idle_sums.iter().map(|c| cents(*c)));
+    total.push(report.idle_policy.name().to_string());
     out.write_record(&total).map_err(fail)?;
     out.into_inner().map_err(|e| PolarsError::ComputeError(e.to_string().into()))
 }
 
 /// The table as Parquet (rows only; sum a column for its total).
 pub fn to_parquet(report: &Report) -> PolarsResult<Vec<u8>> {
-    let mut df = frame(report)?;
+    parquet_of(frame(report)?)
+}
+
+/// A table as Parquet.
+pub(crate) fn parquet_of(mut df: DataFrame) -> PolarsResult<Vec<u8>> {
     let mut out = Vec::new();
     ParquetWriter::new(&mut out).finish(&mut df)?;
     Ok(out)
+}
+
+/// The About sheet of every workbook made from `report`: where it came from, then `more`.
+pub(crate) fn about_sheet(
+    book: &mut rust_xlsxwriter::Workbook,
+    report: &Report,
+    more: &[(&str, String)],
+) -> Result<(), rust_xlsxwriter::XlsxError> {
+    let bold = rust_xlsxwriter::Format::new().set_bold();
+    let about = book.add_worksheet().set_name("About")?;
+    let lines = [
+        ("Report", report.name.clone()),
+        ("Period", format!("{} to {} ({} days)", report.from, report.to, report.days)),
+        ("Report id", report.id.clone()),
+        ("Generated at (UTC)", model::format::utc_iso(report.generated_at_ms)),
+        ("Generated by", report.generated_by.clone()),
+        ("Price catalog version", report.catalog_version.to_string()),
+    ];
+    for (i, (k, v)) in lines.iter().map(|(k, v)| (*k, v)).chain(more.iter().map(|(k, v)| (*k, v))).enumerate() {
+        about.write_string_with_format(i as u32, 0, k, &bold)?;
+        about.write_string(i as u32, 1, v)?;
+    }
+    Ok(())
 }
 
 /// The table as an XLSX workbook: numbers as numbers (money formatted as USD), dates as dates,
@@ -715,6 +1067,17 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
         sheet.write_string(row, 19, &report.id)?;
         sheet.write_string(row, 20, model::format::utc_iso(report.generated_at_ms))?;
         sheet.write_string(row, 21, &report.generated_by)?;
+        sheet.write_string(row, 22, r.cost_centre.as_deref().unwrap_or_default())?;
+        for (column, n) in [(23, r.replicas), (24, r.needed_replicas)] {
+            if let Some(n) = n {
+                sheet.write_number(row, column, f64::from(n))?;
+            }
+        }
+        sheet.write_string(row, 25, r.needed_from.as_deref().unwrap_or_default())?;
+        sheet.write_number_with_format(row, 26, to_usd(r.idle_micro_usd), &money)?;
+        sheet.write_number_with_format(row, 27, to_usd(r.idle_charged_micro_usd), &money)?;
+        sheet.write_number_with_format(row, 28, to_usd(r.chargeback_micro_usd()), &money)?;
+        sheet.write_string(row, 29, report.idle_policy.name())?;
     }
     // The TOTAL row is formulas over the rows, so a total follows an edited row; each carries
     // the exact micro-dollar sum as its cached result for readers that do not recalculate.
@@ -722,7 +1085,7 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     let money_bold = Format::new().set_num_format("$#,##0.00").set_bold();
     sheet.write_string_with_format(total, 0, "TOTAL", &bold)?;
     let sum_of = |column: u16, value: f64| {
-        let letter = char::from(b'A' + column as u8);
+        let letter = rust_xlsxwriter::utility::column_number_to_name(column);
         Formula::new(format!("=SUM({letter}2:{letter}{total})")).set_result(value.to_string())
     };
     let requests = report.rows.iter().map(|r| r.requests).sum::<u64>() as f64;
@@ -745,23 +1108,26 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
             &money_bold,
         )?;
     }
+    let idle_sums = [
+        report.rows.iter().map(|r| r.idle_micro_usd).sum::<MicroUsd>(),
+        report.rows.iter().map(|r| r.idle_charged_micro_usd).sum(),
+        report.rows.iter().map(ReportRow::chargeback_micro_usd).sum(),
+    ];
+    for (k, s) in idle_sums.iter().enumerate() {
+        let column = 26 + k as u16;
+        sheet.write_formula_with_format(total, column, sum_of(column, to_usd(*s)), &money_bold)?;
+    }
     sheet.set_freeze_panes(1, 1)?;
     sheet.autofit();
-    let about = book.add_worksheet().set_name("About")?;
-    let lines = [
-        ("Report", report.name.clone()),
-        ("Period", format!("{} to {} ({} days)", report.from, report.to, report.days)),
-        ("Report id", report.id.clone()),
-        ("Generated at (UTC)", model::format::utc_iso(report.generated_at_ms)),
-        ("Generated by", report.generated_by.clone()),
-        ("Price catalog version", report.catalog_version.to_string()),
-        ("Money", "computed in integer micro-dollars; shown rounded to cents".to_string()),
-        ("Requests", format!("requests per month × days / {DAYS_PER_MONTH}")),
-    ];
-    for (i, (k, v)) in lines.iter().enumerate() {
-        about.write_string_with_format(i as u32, 0, *k, &bold)?;
-        about.write_string(i as u32, 1, v)?;
-    }
+    about_sheet(
+        &mut book,
+        report,
+        &[
+            ("Money", "computed in integer micro-dollars; shown rounded to cents".to_string()),
+            ("Requests", format!("requests per month × days / {DAYS_PER_MONTH}")),
+            ("Idle cost policy", format!("{}: {}", report.idle_policy.name(), report.idle_policy.describe())),
+        ],
+    )?;
     book.save_to_buffer()
 }
 
@@ -774,19 +1140,29 @@ mod tests {
     }
 
     fn request(deployments: Vec<DeploymentInput>) -> ReportRequest {
-        ReportRequest { name: "November".into(), from: "2026-11-01".into(), to: "2026-11-30".into(), deployments }
+        ReportRequest {
+            name: "November".into(),
+            from: "2026-11-01".into(),
+            to: "2026-11-30".into(),
+            deployments,
+            idle_policy: IdlePolicy::Owner,
+        }
     }
 
     fn deployment(instance: &str, replicas: u32) -> DeploymentInput {
         DeploymentInput {
             name: "ranker".into(),
             team: Some("search".into()),
+            cost_centre: None,
             instance_type: Some(instance.into()),
             purchase_option: "on_demand".into(),
             region: None,
             replicas: Some(replicas),
+            needed_replicas: None,
+            sizing: None,
             serving_cost_per_request_usd: None,
             requests_per_month: 100_000_000,
+            growth_per_month: 0.0,
             training_cost_usd: Some(Amount::Text("20000".into())),
             retrains_per_month: 1.0,
             run_ids: vec![],
@@ -887,6 +1263,99 @@ mod tests {
         let mut d = deployment("g5.xlarge", 1);
         d.training_cost_usd = Some(Amount::Number(-1.0));
         assert_eq!(bad(d), "deployments[1].training_cost_usd");
+    }
+
+    #[test]
+    fn a_report_sizes_at_most_max_sized_deployments_and_says_which_one_is_too_many() {
+        let catalog = catalog();
+        let sized = |n: usize| {
+            let deployments = (0..n)
+                .map(|_| DeploymentInput {
+                    sizing: Some(Sizing {
+                        service_time_s: 0.05,
+                        service_time_cv: 1.0,
+                        slo_latency_s: 1.0,
+                        slo_quantile: 0.99,
+                        max_utilization: 0.9,
+                        peak_to_average: 1.0,
+                    }),
+                    ..deployment("g5.xlarge", 4)
+                })
+                .collect();
+            build("r".into(), &request(deployments), &Prices::new(&catalog), 1, &|_| true, &|_| true)
+        };
+        let err = sized(MAX_SIZED + 1).unwrap_err();
+        assert_eq!(err.field, format!("deployments[{MAX_SIZED}].sizing"), "{err:?}");
+        // 100M requests a month is 38/s; at 50 ms that is 1.9 busy: 3 replicas at most 90 % busy
+        // hold a p99 of 1 s, so the fourth is idle.
+        let r = sized(3).unwrap();
+        assert_eq!(r.rows[0].needed_replicas, Some(3));
+        assert_eq!(r.rows[0].idle_micro_usd, 1_006_000 * 720);
+        assert_eq!(r.forecast_from, "2026-12");
+        // Flat volume: every month the same 4 replicas for 730 hours, and a retrain of 20,000 USD.
+        assert_eq!(r.rows[0].forecast_micro_usd, vec![4 * 1_006_000 * 730 + 20_000_000_000; 12]);
+    }
+
+    /// Found by an attacker's review: seven equal shares of an idle pool each rounded to the
+    /// same cent left the chargeback column three cents short of the total in the files.
+    #[test]
+    fn shared_idle_cents_add_up_to_the_total_shown_in_both_files() {
+        let catalog = catalog();
+        let mut deployments: Vec<DeploymentInput> = (0..7)
+            .map(|i| DeploymentInput {
+                name: format!("d{i}"),
+                team: Some(format!("team-{i}")),
+                training_cost_usd: None,
+                ..deployment("g5.xlarge", 1)
+            })
+            .collect();
+        deployments[0].replicas = Some(2);
+        deployments[0].needed_replicas = Some(1);
+        let mut req = request(deployments);
+        req.idle_policy = IdlePolicy::Proportional;
+        let r = build("r".into(), &req, &Prices::new(&catalog), 1, &|_| true, &|_| true).unwrap();
+        let read = |bytes: Vec<u8>| {
+            let mut reader = csv::Reader::from_reader(bytes.as_slice());
+            let header = reader.headers().unwrap().clone();
+            let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+            let total = records.last().unwrap().clone();
+            let cents = move |name: &str| {
+                let at = header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+                total[at].replace('.', "").parse::<i64>().unwrap()
+            };
+            (cents("Chargeback (USD)"), records.len())
+        };
+        let report_csv = to_csv(&r).unwrap();
+        let mut reader = csv::Reader::from_reader(report_csv.as_slice());
+        let header = reader.headers().unwrap().clone();
+        let last = reader.records().map(Result::unwrap).last().unwrap();
+        let total_cents =
+            last[header.iter().position(|h| h == "Total (USD)").unwrap()].replace('.', "").parse::<i64>().unwrap();
+        let (report_chargeback, _) = read(report_csv);
+        assert_eq!(report_chargeback, total_cents, "the report's chargeback column adds up to its total");
+        let (teams_chargeback, lines) = read(crate::chargeback::to_csv(&r).unwrap());
+        assert_eq!(lines, 8, "seven teams and TOTAL");
+        assert_eq!(teams_chargeback, total_cents, "the teams' file adds up to the report's total");
+        // The exact shares: 724.32 USD of idle in sevenths, the leftover micro-dollars first.
+        let charged: Vec<i64> = r.rows.iter().map(|row| row.idle_charged_micro_usd).collect();
+        assert_eq!(charged.iter().sum::<i64>(), 1_006_000 * 720);
+        assert!(charged.iter().all(|c| (103_474_285..=103_474_286).contains(c)), "{charged:?}");
+    }
+
+    #[test]
+    fn a_need_of_none_for_a_deployment_that_serves_is_refused() {
+        let catalog = catalog();
+        let mut d = deployment("g5.xlarge", 4);
+        d.needed_replicas = Some(0);
+        let err = build("r".into(), &request(vec![d]), &Prices::new(&catalog), 1, &|_| true, &|_| true).unwrap_err();
+        assert_eq!(err.field, "deployments[0].needed_replicas");
+        // More than provisioned is taken, and said.
+        let mut d = deployment("g5.xlarge", 4);
+        d.needed_replicas = Some(6);
+        let r = build("r".into(), &request(vec![d]), &Prices::new(&catalog), 1, &|_| true, &|_| true).unwrap();
+        assert_eq!(r.rows[0].idle_micro_usd, 0);
+        assert!(r.rows[0].needed_from.as_deref().unwrap().contains("more than the 4 provisioned"), "{:?}", r.rows[0]);
+        assert_eq!(r.rows[0].forecast_micro_usd[0], 6 * 1_006_000 * 730 + 20_000_000_000);
     }
 
     #[test]

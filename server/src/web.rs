@@ -6,8 +6,9 @@ use std::sync::{Arc, OnceLock};
 
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
-    AlertList, AlertView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView, MeasuredFleet, PeopleView,
-    PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView, TransportRun,
+    AlertList, AlertView, BudgetView, BudgetsView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView,
+    MeasuredFleet, PeopleView, PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView,
+    TransportRun,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -179,6 +180,21 @@ impl Backend for WebBackend {
 
     fn reports(&self, headers: HeaderMap) -> Answer<ReportsView> {
         self.answer(headers, |store, caller| async move { api::reports::overview(&store, &caller).await })
+    }
+
+    fn budgets(&self, headers: HeaderMap) -> Answer<BudgetsView> {
+        self.answer(headers, |store, caller| async move { api::budgets::page(&store, &caller).await })
+    }
+
+    fn set_budget(&self, headers: HeaderMap, scope: String, name: String, monthly_usd: String) -> Answer<BudgetView> {
+        self.answer(headers, move |store, caller| async move {
+            let new = api::budgets::NewBudget { scope, name, monthly_usd: crate::reports::Amount::Text(monthly_usd) };
+            Ok(api::budgets::view(api::budgets::set(&store, &caller, new).await?))
+        })
+    }
+
+    fn delete_budget(&self, headers: HeaderMap, id: String) -> Answer<()> {
+        self.answer(headers, move |store, caller| async move { api::budgets::delete(&store, &caller, &id).await })
     }
 
     fn report_from_scenarios(

@@ -273,6 +273,21 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         route("GET", format!("/api/v1/reports/{report_id}.csv"), FINANCE, Api, Body::None, OK),
         route("GET", format!("/api/v1/reports/{report_id}.xlsx"), FINANCE, Api, Body::None, OK),
         route("GET", format!("/api/v1/reports/{report_id}.parquet"), FINANCE, Api, Body::None, OK),
+        route("GET", format!("/api/v1/reports/{report_id}/chargeback"), FINANCE, Api, Body::None, OK),
+        route("GET", format!("/api/v1/reports/{report_id}/chargeback.csv"), FINANCE, Api, Body::None, OK),
+        route("GET", format!("/api/v1/reports/{report_id}/forecast"), FINANCE, Api, Body::None, OK),
+        route("GET", format!("/api/v1/reports/{report_id}/forecast.xlsx"), FINANCE, Api, Body::None, OK),
+        route("GET", "/api/v1/budgets", FINANCE, Api, Body::None, OK),
+        route(
+            "PUT",
+            "/api/v1/budgets",
+            FINANCE,
+            Api,
+            Body::Json(json!({"scope": "team", "name": "roles", "monthly_usd": "100"}).to_string()),
+            OK,
+        ),
+        // No budget has this id: callers let in get 404 (the role is checked first).
+        route("DELETE", format!("/api/v1/budgets/{NO_ALERT}"), FINANCE, Api, Body::None, &[404]),
         // Health, metrics, the API's description, the bundle, sign-in.
         route("GET", "/healthz", Anyone, Api, Body::None, OK),
         route("GET", "/readyz", Anyone, Api, Body::None, OK),
@@ -285,7 +300,9 @@ fn routes(f: &Fixtures) -> Vec<Route> {
     ]);
     // Pages: any signed-in person (the data on them is checked per role by the `/srv/*` calls
     // they make, below, and by the content check in the test).
-    for page in ["/fleet", "/planner", "/right-sizing", "/transport", "/scenarios", "/reports", "/admin", "/alerts"] {
+    for page in
+        ["/fleet", "/planner", "/right-sizing", "/transport", "/scenarios", "/reports", "/budgets", "/admin", "/alerts"]
+    {
         routes.push(route("GET", page, VIEWER, Page, Body::None, OK));
     }
     let compare = format!("/scenarios/compare?a={scenario_id}&b={scenario_id}");
@@ -307,6 +324,8 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         ("save_scenario", PLANNER, form(&[("kind", "planner"), ("name", "roles page scenario"), ("query", "")])),
         ("import_prices", FINANCE, form(&[("csv", catalog.as_str())])),
         ("reports", FINANCE, form(&[])),
+        ("budgets", FINANCE, form(&[])),
+        ("set_budget", FINANCE, form(&[("scope", "deployment"), ("name", "roles"), ("monthly_usd", "50")])),
         // Signed-in people who are not admins get nothing (the page then shows only prices).
         ("people", VIEWER, form(&[])),
         ("set_user_role", ADMIN, form(&[("id", &f.target_user), ("role", "finance")])),
@@ -328,6 +347,7 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         form(&[("id", NO_ALERT), ("state", "resolved")]),
         &[404],
     ));
+    routes.push(route("POST", "/srv/delete_budget", FINANCE, Api, form(&[("id", NO_ALERT)]), &[404]));
     // Like the API's DELETE: the first caller let in deletes, later ones get 404.
     routes.push(route("POST", "/srv/delete_scenario", PLANNER, Api, form(&[("id", doomed_page_id)]), &[200, 404]));
     routes.push(route(
@@ -701,14 +721,15 @@ async fn every_route_answers_each_caller_within_its_role() {
                 if route.path == "/" && expect == Expect::Allowed && answer.location != "/fleet" {
                     failures.push(format!("{}: / as {} does not point to /fleet", app.backend, caller.name));
                 }
-                // The Reports page renders for every person, but only finance and admin see reports.
-                if route.path == "/reports" && route.method == "GET" {
+                // The Reports and Budgets pages render for every person, but only finance and
+                // admin see reports.
+                if (route.path == "/reports" || route.path == "/budgets") && route.method == "GET" {
                     let may_see = matches!(caller.who, Who::Person(r) if r >= Role::Finance);
                     let sees = answer.body.contains(SECRET_REPORT);
                     if expect == Expect::Allowed && sees != may_see {
                         failures.push(format!(
-                            "{}: the Reports page as {}: shows the report's name: {sees}, may: {may_see}",
-                            app.backend, caller.name
+                            "{}: {} as {}: shows the report's name: {sees}, may: {may_see}",
+                            app.backend, route.path, caller.name
                         ));
                     }
                 }

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod alerts;
+pub mod budgets;
 pub mod compare;
 pub mod fleet;
 pub mod llm;

@@ -8,7 +8,7 @@ use model::format::{usd, utc_minute};
 use model::money::to_usd;
 
 use crate::components::charts::stacked_bars;
-use crate::data::{ReportsView, report_from_scenarios, reports_page};
+use crate::data::{ReportsView, TeamChargeView, report_from_scenarios, reports_page};
 use crate::pages::scenarios::clean;
 
 #[component]
@@ -70,11 +70,7 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
                         <h2>{format!("{} · {} to {}", r.name, r.from, r.to)}</h2>
                         <p class="big" data-out="report-total">{usd(to_usd(r.total_micro_usd))}</p>
                         <p class="sub">{format!("{} deployment{}, price catalog v{}", r.deployments, if r.deployments == 1 { "" } else { "s" }, r.catalog_version)}</p>
-                        <p class="downloads">
-                            <a href=format!("/api/v1/reports/{id}.csv") download>"CSV"</a>" · "
-                            <a href=format!("/api/v1/reports/{id}.xlsx") download>"XLSX"</a>" · "
-                            <a href=format!("/api/v1/reports/{id}.parquet") download>"Parquet"</a>
-                        </p>
+                        <Downloads lead="" base=format!("/api/v1/reports/{id}")/>
                     </div>
                     <div class="card metric">
                         <h2>"Open recommendations would save"</h2>
@@ -87,6 +83,7 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
         })}
         {chart.map(|svg| view! { <div class="chart card" data-chart="report" inner_html=svg></div> })}
         {(v.others > 0).then(|| view! { <p class="note">{format!("{} smaller deployments are in the downloads.", v.others)}</p> })}
+        {v.reports.first().map(|r| view! { <Chargeback id=r.id.clone() v=v.clone()/> })}
         <div class="card">
             <h2>"New report from saved scenarios"</h2>
             <p class="hint">{format!("Each saved Planner scenario ({} saved) becomes one line of the report: its requests, training and serving cost over the days chosen, and its distillation option as a possible saving, charged to the team you name (or to no team). Amounts are in US dollars, rounded to cents in the files, with the exact figure kept beside them.", v.planner_scenarios)}</p>
@@ -133,5 +130,84 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
                 </div>
             }.into_any()
         }}
+    }
+}
+
+/// The newest report by team: what each pays for what its volume used, the idle cost the
+/// report's policy charges it, and training, with the chargeback files.
+#[component]
+fn Chargeback(id: String, v: ReportsView) -> impl IntoView {
+    let (teams, policy) = (v.chargeback, v.idle_policy);
+    let idle: i64 = teams.iter().map(|t| t.idle).sum();
+    let name = |t: &TeamChargeView| match (&t.team, &t.cost_centre) {
+        (team, _) if team.is_empty() => "(no team)".to_string(),
+        (team, Some(centre)) => format!("{team} · {centre}"),
+        (team, None) => team.clone(),
+    };
+    let chart = (!teams.is_empty()).then(|| {
+        let rows: Vec<(String, Vec<f64>)> = teams
+            .iter()
+            .map(|t| (name(t), vec![to_usd(t.used_serving), to_usd(t.idle_charged), to_usd(t.training)]))
+            .collect();
+        stacked_bars(
+            "Chargeback by team, newest report",
+            "USD over the period",
+            &rows,
+            &["used serving", "idle charged", "training"],
+            usd,
+        )
+    });
+    let why = if !v.idle_known {
+        "No deployment of this report says what its volume needs (needed_replicas, or sizing from its service time and SLO), so none of its replicas is counted idle.".to_string()
+    } else if idle == 0 {
+        "Every deployment that says what its volume needs runs no more replicas than that: nothing is idle.".to_string()
+    } else {
+        let shown = if v.chargeback_others > 0 { " (by the teams shown)" } else { "" };
+        format!(
+            "{}{shown} of serving paid for replicas beyond what the volumes needed at their SLOs. Policy “{}”: {}.",
+            usd(to_usd(idle)),
+            policy.0,
+            policy.1
+        )
+    };
+    let others = v.chargeback_others;
+    view! {
+        <div class="card">
+            <h2>"Chargeback by team"</h2>
+            <p class="hint" data-out="idle-policy">{why}</p>
+            {chart.map(|svg| view! { <div class="chart" data-chart="chargeback" inner_html=svg></div> })}
+            <div tabindex="0" class="table-wrap">
+                <table class="stack chargeback">
+                    <thead><tr><th>"Team"</th><th class="num">"Deployments"</th><th class="num">"Used serving"</th><th class="num">"Own idle"</th><th class="num">"Idle charged"</th><th class="num">"Training"</th><th class="num">"Chargeback"</th></tr></thead>
+                    <tbody>
+                        {teams.iter().map(|t| view! {
+                            <tr>
+                                <td data-label="Team">{name(t)}</td>
+                                <td data-label="Deployments" class="num">{t.deployments}</td>
+                                <td data-label="Used serving" class="num">{usd(to_usd(t.used_serving))}</td>
+                                <td data-label="Own idle" class="num">{usd(to_usd(t.idle))}</td>
+                                <td data-label="Idle charged" class="num">{usd(to_usd(t.idle_charged))}</td>
+                                <td data-label="Training" class="num">{usd(to_usd(t.training))}</td>
+                                <td data-label="Chargeback" class="num">{usd(to_usd(t.chargeback))}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+            {(others > 0).then(|| view! { <p class="note">{format!("{others} smaller teams are in the chargeback files.")}</p> })}
+            <Downloads lead="Chargeback files: " base=format!("/api/v1/reports/{id}/chargeback")/>
+        </div>
+    }
+}
+
+/// Links to download `base` as CSV, XLSX and Parquet, after `lead`.
+#[component]
+pub fn Downloads(lead: &'static str, base: String) -> impl IntoView {
+    view! {
+        <p class="downloads">{lead}
+            <a href=format!("{base}.csv") download>"CSV"</a>" · "
+            <a href=format!("{base}.xlsx") download>"XLSX"</a>" · "
+            <a href=format!("{base}.parquet") download>"Parquet"</a>
+        </p>
     }
 }

@@ -11,6 +11,8 @@
 //! | `GET /api/v1/prices`, `GET /api/v1/prices/versions` | viewer |
 //! | `POST /api/v1/prices` (CSV) | finance |
 //! | `POST /api/v1/reports`, `GET /api/v1/reports`, `GET /api/v1/reports/{id}[.csv|.xlsx|.parquet]` | finance |
+//! | `GET /api/v1/reports/{id}/chargeback[.csv|.xlsx|.parquet]`, `GET /api/v1/reports/{id}/forecast[…]` | finance |
+//! | `GET`/`PUT /api/v1/budgets`, `DELETE /api/v1/budgets/{id}` | finance |
 //! | `POST /api/v1/model/*` (amortization, break-even, replicas, right-size, memory-fit, transport, uncertainty, purchase, owned-cost) | planner |
 //! | `GET /api/v1/agents`, `POST /api/v1/agents` (issue or replace an agent token) | admin |
 //! | `GET`/`POST /api/v1/users`, `PATCH`/`DELETE /api/v1/users/{id}`, `GET`/`POST /api/v1/tokens`, `DELETE /api/v1/tokens/{id}` | admin |
@@ -18,6 +20,7 @@
 
 pub mod agents;
 pub mod alerts;
+pub mod budgets;
 pub mod model;
 pub mod nodes;
 pub mod people;
@@ -44,6 +47,7 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(nodes::router())
         .merge(agents::router())
         .merge(alerts::router())
+        .merge(budgets::router())
         .merge(people::router())
         .merge(model::router())
         .merge(prices::router())

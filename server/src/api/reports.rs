@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use app::data::{ReportSummaryView, ReportsView};
+use app::data::{ReportSummaryView, ReportsView, TeamChargeView};
 use axum::Json;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create).layer(DefaultBodyLimit::max(MAX_REPORT_BODY_BYTES)))
         .routes(routes!(get_one))
+        .routes(routes!(get_part))
 }
 
 /// Prices, checks and stores a report for `caller`.
@@ -102,12 +103,10 @@ pub async fn get_one(
     }
     let report = state.store.report(&id).await?.ok_or_else(|| ApiError::NotFound(format!("no report {id}")))?;
     let file = |bytes: Vec<u8>, mime: &str, ext: &str| {
-        let name: String =
-            report.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
         (
             [
                 (CONTENT_TYPE, mime.to_string()),
-                (CONTENT_DISPOSITION, format!("attachment; filename=\"{name}-{}.{ext}\"", report.from)),
+                (CONTENT_DISPOSITION, format!("attachment; filename=\"{}.{ext}\"", file_stem(&report))),
             ],
             bytes,
         )
@@ -132,6 +131,68 @@ pub async fn get_one(
         Some(other) => return Err(ApiError::NotFound(format!("no export format '{other}'; use csv, xlsx or parquet"))),
     })
 }
+
+/// A report's chargeback by team and cost centre, with idle cost charged by the report's
+/// policy (`{id}/chargeback`), or its 12-month forecast by team and deployment beside their
+/// budgets (`{id}/forecast`): JSON, or with `.csv`, `.xlsx` or `.parquet` that file.
+#[utoipa::path(get, path = "/api/v1/reports/{id}/{file}", tag = "reports",
+    params(("id" = String, Path, description = "the report"),
+        ("file" = String, Path, description = "`chargeback` or `forecast`, and optionally `.csv`, `.xlsx` or `.parquet`")),
+    responses((status = 200, description = "JSON (chargeback: a line per team; forecast: months and lines), or the file its extension names"),
+        (status = 401), (status = 403), (status = 404)))]
+pub async fn get_part(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, file)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Finance)?;
+    let (part, ext) = match file.split_once('.') {
+        Some((part, ext)) => (part, Some(ext)),
+        None => (file.as_str(), None),
+    };
+    if !matches!(part, "chargeback" | "forecast") {
+        return Err(ApiError::NotFound(format!("no report part '{part}'; use chargeback or forecast")));
+    }
+    if !crate::store::could_be_id(&id) {
+        return Err(ApiError::NotFound("no report has an id like that".into()));
+    }
+    let report = state.store.report(&id).await?.ok_or_else(|| ApiError::NotFound(format!("no report {id}")))?;
+    let exported = if part == "chargeback" {
+        match ext {
+            None => return Ok(Json(crate::chargeback::teams(&report)).into_response()),
+            Some(ext) => crate::chargeback::export(&report, ext),
+        }
+    } else {
+        let forecast = crate::forecast::forecast(&report, &state.store.budgets().await?);
+        match ext {
+            None => return Ok(Json(forecast).into_response()),
+            Some(ext) => crate::forecast::export(&report, &forecast, ext),
+        }
+    };
+    let ext = ext.unwrap_or_default();
+    let (bytes, mime) = exported
+        .ok_or_else(|| ApiError::NotFound(format!("no export format '{ext}'; use csv, xlsx or parquet")))?
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("export failed: {e}")))?;
+    let name = file_stem(&report);
+    Ok((
+        [
+            (CONTENT_TYPE, mime.to_string()),
+            (CONTENT_DISPOSITION, format!("attachment; filename=\"{name}-{part}.{ext}\"")),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+/// A report's name and first day as a file name: letters, digits and dashes only.
+fn file_stem(report: &Report) -> String {
+    let name: String =
+        report.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    format!("{name}-{}", report.from)
+}
+
+/// Teams the Reports page shows the chargeback of: the costliest.
+const CHARGEBACK_SHOWN: usize = 20;
 
 /// Every report and the newest one's breakdown and savings, for the Reports page.
 pub async fn overview(store: &Store, caller: &Caller) -> Result<ReportsView, ApiError> {
@@ -164,7 +225,38 @@ pub async fn overview(store: &Store, caller: &Caller) -> Result<ReportsView, Api
         }
     };
     let planner_scenarios = store.count_scenarios(app::pages::planner::KIND).await? as usize;
-    Ok(ReportsView { reports: records.into_iter().map(report_view).collect(), top, others, savings, planner_scenarios })
+    let (chargeback, chargeback_others, idle_known, idle_policy) = match &newest {
+        None => (vec![], 0, false, Default::default()),
+        Some(report) => {
+            let mut teams = crate::chargeback::teams(report);
+            teams.sort_by_key(|t| std::cmp::Reverse(t.chargeback_micro_usd));
+            let others = teams.len().saturating_sub(CHARGEBACK_SHOWN);
+            let teams = teams.into_iter().take(CHARGEBACK_SHOWN).map(|t| TeamChargeView {
+                team: t.team,
+                cost_centre: t.cost_centre,
+                deployments: t.deployments,
+                used_serving: t.used_serving_micro_usd,
+                idle: t.idle_micro_usd,
+                idle_charged: t.idle_charged_micro_usd,
+                training: t.training_micro_usd,
+                chargeback: t.chargeback_micro_usd,
+            });
+            let policy = report.idle_policy;
+            let known = report.rows.iter().any(|r| r.needed_replicas.is_some());
+            (teams.collect(), others, known, (policy.name().to_string(), policy.describe().to_string()))
+        }
+    };
+    Ok(ReportsView {
+        reports: records.into_iter().map(report_view).collect(),
+        top,
+        others,
+        savings,
+        planner_scenarios,
+        chargeback,
+        chargeback_others,
+        idle_known,
+        idle_policy,
+    })
 }
 
 /// Builds and stores a report for `from`..=`to` with one deployment per saved Planner scenario,
@@ -190,7 +282,7 @@ pub async fn from_scenarios(
             FieldError::new("deployments", "no planner scenario is saved yet; save one on the Planner page").into()
         );
     }
-    let request = reports::ReportRequest { name, from, to, deployments };
+    let request = reports::ReportRequest { name, from, to, deployments, idle_policy: Default::default() };
     Ok(report_view(build_and_store(store, caller, request).await?))
 }
 
@@ -239,12 +331,18 @@ fn deployment_of(
     reports::DeploymentInput {
         name: scenario.name.clone(),
         team: (!team.is_empty()).then(|| team.to_string()),
+        cost_centre: None,
         instance_type: None,
         purchase_option: "on_demand".into(),
         region: None,
         replicas: None,
+        needed_replicas: None,
+        sizing: None,
         serving_cost_per_request_usd: Some(reports::Amount::Number(serving)),
         requests_per_month: num("requests").max(0.0).round() as u64,
+        // The Planner takes any growth; a forecast only −99 % to +100 % a month.
+        growth_per_month: (num("growth") / 100.0)
+            .clamp(model::plan::forecast::GROWTH_RANGE.0, model::plan::forecast::GROWTH_RANGE.1),
         training_cost_usd: Some(reports::Amount::Number(num("training"))),
         retrains_per_month: num("retrains"),
         run_ids: vec![],

@@ -3,6 +3,7 @@
 //! the connection set-up differ, chosen from the URL at start-up.
 
 mod alerts;
+mod budgets;
 mod people;
 mod prices;
 mod reports;
@@ -27,6 +28,7 @@ use sqlx::{Any, AnyPool, AssertSqlSafe, ConnectOptions, Database, Encode, Row, T
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use alerts::{AlertRecord, NewAlert, PAGE as ALERT_PAGE, Recorded, STATES as ALERT_STATES};
+pub use budgets::{BudgetRecord, SCOPES as BUDGET_SCOPES};
 pub use people::{AgentRecord, ApiTokenRecord, NameTaken, PersonChange, PersonRecord, UserRecord};
 pub use prices::CatalogVersion;
 pub use reports::ReportRecord;
