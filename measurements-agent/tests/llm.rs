@@ -71,7 +71,7 @@ fn llama_server(log: &Path, verbosity: u8) -> Server {
         .arg(dir.join("models/tiny.gguf"))
         .args(args)
         .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--ignore-eos", "--no-webui"])
-        .args(["--no-cache-prompt", "--cache-ram", "0", "-lv", &verbosity.to_string()])
+        .args(["--no-cache-prompt", "--cache-ram", "0", "-lv", &verbosity.to_string(), "--metrics"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap());
     let mut server =
@@ -88,6 +88,16 @@ fn llama_server(log: &Path, verbosity: u8) -> Server {
         assert!(Instant::now() < deadline, "llama-server did not become ready in 120 s");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// llama.cpp's own counters (`--metrics`, Prometheus text): each `llamacpp:NAME VALUE` line.
+fn counters(url: &str) -> std::collections::HashMap<String, f64> {
+    let body =
+        reqwest::blocking::get(format!("{url}/metrics")).and_then(|r| r.text()).expect("llama-server's /metrics");
+    body.lines()
+        .filter_map(|line| line.strip_prefix("llamacpp:")?.split_once(' '))
+        .filter_map(|(name, value)| Some((name.to_string(), value.trim().parse().ok()?)))
+        .collect()
 }
 
 /// The model's shape as the setup wrote it.
@@ -243,6 +253,10 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     let capacity = alone_engine.capacity(tokens(&server.url, &prompt(60)) as f64, 32.0);
     let rates = [0.06, 0.17, 0.28, 0.38].map(|f| format!("{:.2}", f * capacity)).join(",");
     eprintln!("about {capacity:.1} requests/s at most; rates {rates}");
+    // And what it measures inside itself during the load test: a 2-vCPU VM slows by tens of
+    // per cent while the load test's client shares its cores, which the requests timed alone,
+    // before and after, do not see (a fit 56 % above the slowest of those failed a CI run).
+    let before = counters(&server.url);
     let out = Command::cargo_bin("measurements-agent")
         .unwrap()
         .args(["run", "endpoint", "--target", &server.url, "--protocol", "openai-completions"])
@@ -272,28 +286,43 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     }
     eprintln!("fitted {engine:?}; mean |error| TTFT p99 {:?}, ITL p99 {:?}", check.mape_ttft_p99, check.mape_itl_p99);
 
+    let after = counters(&server.url);
+    let during = |seconds: &str, count: &str| (after[seconds] - before[seconds]) / (after[count] - before[count]);
+    let (prompt_loaded, token_loaded) = (
+        during("prompt_seconds_total", "prompt_tokens_total"),
+        during("tokens_predicted_seconds_total", "tokens_predicted_total"),
+    );
+    eprintln!(
+        "llama.cpp during the load test: a prompt token {prompt_loaded:.6} s, an output token {token_loaded:.6} s"
+    );
+    assert!(prompt_loaded > 0.0 && token_loaded > 0.0, "llama.cpp counted the load test: {before:?} → {after:?}");
     alone.extend(reference(&server.url));
+    // llama.cpp's own figures, alone before and after the load test.
     let range = |pick: fn(&(f64, f64)) -> f64| {
         alone.iter().map(pick).fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
     };
-    // Within the tolerance of the range llama.cpp reported alone, before and after.
+    // Within the tolerance of the range llama.cpp reported alone, before and after, and during.
     let within = |fitted: f64, (lo, hi): (f64, f64), tolerance: f64| {
         fitted >= lo * (1.0 - tolerance) && fitted <= hi * (1.0 + tolerance)
     };
     let (per_prompt_token, per_token) = (range(|r| r.0), range(|r| r.1));
     let one = engine.fixed.0 + engine.per_sequence.0;
     eprintln!("a decode iteration: fitted {one} s, llama.cpp {per_token:?} s");
-    // Not below llama.cpp's own count by more than 25 %, and not above it by more than 35 %:
-    // on these 2-core VMs the load test's iterations came out 4-29 % above those timed alone
-    // before and after it (1.95 ms against 1.63-1.88 ms in a run that passed, 2.40 ms against
-    // 1.52-1.86 ms in a CI run that failed the 25 % once asked of both sides). It is not the
-    // stream: a lone streamed request's gaps, read by a plain client, were 1.59-1.75 ms there.
+    // One sequence's iteration as fitted lies between llama.cpp's own counts: not below its
+    // time per token alone (less 25 %), not above its time per token during the load test
+    // (plus 10 %), which is an iteration of the batch then, other requests' prompts read in
+    // some, on cores the load test's client shares. Held to the times alone instead (+35 %),
+    // it failed a CI run at 2.47 ms against 1.12-1.58 ms: the load test's iterations come out
+    // 4-56 % above those timed alone before and after it on these 2-core VMs (3.07 ms against
+    // 1.37-2.24 ms alone and 4.76 ms during, in a later run).
     assert!(
-        one >= per_token.0 * 0.75 && one <= per_token.1 * 1.35,
-        "a decode iteration: fitted {one} s, llama.cpp {per_token:?} s"
+        one >= per_token.0 * 0.75 && one <= token_loaded * 1.1,
+        "a decode iteration: fitted {one} s, llama.cpp {per_token:?} s alone, {token_loaded} s a token during the load test"
     );
     // The fitted prompt cost also carries what happens before the first token outside the
-    // model (HTTP, tokenizing, the first sampling), so it is a little above the server's.
+    // model (HTTP, tokenizing, the first sampling), so it is a little above the server's, alone
+    // or during the load test.
+    let per_prompt_token = (per_prompt_token.0.min(prompt_loaded), per_prompt_token.1.max(prompt_loaded));
     assert!(
         within(engine.per_prompt_token.0, per_prompt_token, 0.35),
         "a prompt token: fitted {} s, llama.cpp {per_prompt_token:?} s",
