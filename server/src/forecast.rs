@@ -8,7 +8,7 @@ use model::money::{MicroUsd, cents, format_cents, to_usd};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::reports::{Report, about_sheet, parquet_of};
+use crate::reports::{Report, about_sheet, label, parquet_of};
 use crate::store::BudgetRecord;
 
 /// A team's or a deployment's spend month by month.
@@ -111,23 +111,6 @@ pub fn frame(report: &Report, f: &Forecast) -> PolarsResult<DataFrame> {
     )
 }
 
-fn label(column: &str) -> &str {
-    match column {
-        "scope" => "Scope",
-        "name" => "Name",
-        "team" => "Team",
-        "month" => "Month",
-        "spend_usd" => "Spend (USD)",
-        "spend_exact_micro_usd" => "Spend (exact micro-USD)",
-        "budget_usd" => "Budget (USD)",
-        "over_budget" => "Over budget",
-        "price_catalog_version" => "Price catalog version",
-        "report_id" => "Report id",
-        "generated_at" => "Generated at (UTC)",
-        other => other,
-    }
-}
-
 /// CSV for finance: labels, money in cents with the exact micro-dollars beside the spend,
 /// text neutralised against formulas. Team and deployment lines are both here: filter by
 /// scope before summing.
@@ -135,20 +118,15 @@ pub fn to_csv(report: &Report, f: &Forecast) -> Result<Vec<u8>, String> {
     let text = |t: &str| crate::csv_cell::neutral(t).into_owned();
     let shown = |micros: MicroUsd| format_cents(cents(micros).saturating_mul(10_000));
     let mut out = csv::Writer::from_writer(Vec::new());
-    let header = [
-        "scope",
-        "name",
-        "team",
-        "month",
-        "spend_usd",
-        "spend_exact_micro_usd",
-        "budget_usd",
-        "over_budget",
-        "price_catalog_version",
-        "report_id",
-        "generated_at",
-    ];
-    out.write_record(header.map(label)).map_err(|e| e.to_string())?;
+    // The table's columns, with the exact spend beside the spend in cents.
+    let mut header: Vec<String> = frame(report, &Forecast { months: vec![], lines: vec![] })
+        .map_err(|e| e.to_string())?
+        .get_column_names()
+        .iter()
+        .map(|n| label(n))
+        .collect();
+    header.insert(5, label("spend_exact_micro_usd"));
+    out.write_record(&header).map_err(|e| e.to_string())?;
     for l in &f.lines {
         for (m, spend) in l.spend_micro_usd.iter().enumerate() {
             out.write_record([

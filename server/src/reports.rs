@@ -874,6 +874,13 @@ pub(crate) fn label(column: &str) -> String {
         "deployments" => "Deployments",
         "used_serving_usd" => "Used serving (USD)",
         "chargeback_exact_micro_usd" => "Chargeback (exact micro-USD)",
+        "scope" => "Scope",
+        "name" => "Name",
+        "month" => "Month",
+        "spend_usd" => "Spend (USD)",
+        "spend_exact_micro_usd" => "Spend (exact micro-USD)",
+        "budget_usd" => "Budget (USD)",
+        "over_budget" => "Over budget",
         other => {
             return match other.strip_prefix("saving_").and_then(|k| k.strip_suffix("_usd")) {
                 Some(kind) => format!("Saving from {} (USD)", kind.replace('_', "-")),

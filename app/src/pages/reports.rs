@@ -83,7 +83,7 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
         })}
         {chart.map(|svg| view! { <div class="chart card" data-chart="report" inner_html=svg></div> })}
         {(v.others > 0).then(|| view! { <p class="note">{format!("{} smaller deployments are in the downloads.", v.others)}</p> })}
-        {v.reports.first().map(|r| view! { <Chargeback id=r.id.clone() v=v.clone()/> })}
+        {v.reports.first().map(|r| view! { <Chargeback id=r.id.clone() teams=v.chargeback.clone() others=v.chargeback_others idle_known=v.idle_known policy=v.idle_policy.clone()/> })}
         <div class="card">
             <h2>"New report from saved scenarios"</h2>
             <p class="hint">{format!("Each saved Planner scenario ({} saved) becomes one line of the report: its requests, training and serving cost over the days chosen, and its distillation option as a possible saving, charged to the team you name (or to no team). Amounts are in US dollars, rounded to cents in the files, with the exact figure kept beside them.", v.planner_scenarios)}</p>
@@ -136,8 +136,13 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
 /// The newest report by team: what each pays for what its volume used, the idle cost the
 /// report's policy charges it, and training, with the chargeback files.
 #[component]
-fn Chargeback(id: String, v: ReportsView) -> impl IntoView {
-    let (teams, policy) = (v.chargeback, v.idle_policy);
+fn Chargeback(
+    id: String,
+    teams: Vec<TeamChargeView>,
+    others: usize,
+    idle_known: bool,
+    policy: (String, String),
+) -> impl IntoView {
     let idle: i64 = teams.iter().map(|t| t.idle).sum();
     let name = |t: &TeamChargeView| match (&t.team, &t.cost_centre) {
         (team, _) if team.is_empty() => "(no team)".to_string(),
@@ -157,12 +162,12 @@ fn Chargeback(id: String, v: ReportsView) -> impl IntoView {
             usd,
         )
     });
-    let why = if !v.idle_known {
+    let why = if !idle_known {
         "No deployment of this report says what its volume needs (needed_replicas, or sizing from its service time and SLO), so none of its replicas is counted idle.".to_string()
     } else if idle == 0 {
         "Every deployment that says what its volume needs runs no more replicas than that: nothing is idle.".to_string()
     } else {
-        let shown = if v.chargeback_others > 0 { " (by the teams shown)" } else { "" };
+        let shown = if others > 0 { " (by the teams shown)" } else { "" };
         format!(
             "{}{shown} of serving paid for replicas beyond what the volumes needed at their SLOs. Policy “{}”: {}.",
             usd(to_usd(idle)),
@@ -170,7 +175,6 @@ fn Chargeback(id: String, v: ReportsView) -> impl IntoView {
             policy.1
         )
     };
-    let others = v.chargeback_others;
     view! {
         <div class="card">
             <h2>"Chargeback by team"</h2>
