@@ -494,7 +494,10 @@ pub struct BudgetsView {
     pub budgets: Vec<BudgetView>,
     pub report: Option<ReportSummaryView>,
     pub months: Vec<String>,
+    /// The costliest 50 teams, then the costliest 50 deployments (by their peak month).
     pub lines: Vec<ForecastLineView>,
+    /// Lines of the report's forecast files that the page leaves out.
+    pub others: usize,
 }
 
 /// One team's (and cost centre's) charge in a report, micro-dollars.

@@ -571,6 +571,33 @@ async fn a_forecast_crosses_each_budget_in_the_month_its_spend_does() {
         let (_, after) = get(&app, &finance, "/api/v1/budgets").await;
         assert_eq!(serde_json::from_slice::<Vec<Value>>(&after).unwrap().len(), 2);
 
+        // The Budgets page shows the costliest 50 teams and 50 deployments of a large report;
+        // the rest are counted and left to the files.
+        let many: Vec<Value> = (0..60)
+            .map(|i| {
+                json!({"name": format!("d{i}"), "team": format!("t{i}"), "instance_type": "g5.xlarge",
+                            "replicas": 1 + i, "requests_per_month": 1000})
+            })
+            .collect();
+        let big = json!({"name": "Many", "from": "2026-11-01", "to": "2026-11-30", "deployments": many});
+        let (status, _) = post(&app, Some(&finance), "/api/v1/reports", big.to_string()).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let page =
+            app.http.post(app.url("/srv/budgets")).bearer_auth(&finance).form(&[("", "")][..0]).send().await.unwrap();
+        assert_eq!(page.status(), StatusCode::OK);
+        let page: Value = page.json().await.unwrap();
+        let lines = page["lines"].as_array().unwrap();
+        assert_eq!(lines.len(), 100, "50 teams and 50 deployments");
+        assert_eq!(page["others"], 20);
+        assert_eq!(
+            (lines[0]["name"].as_str(), lines[50]["name"].as_str()),
+            (Some("t59"), Some("d59")),
+            "costliest first"
+        );
+        assert!(
+            lines[..50].iter().all(|l| l["scope"] == "team") && lines[50..].iter().all(|l| l["scope"] == "deployment")
+        );
+
         // A growth the forecast cannot take is refused by name.
         let mut wrong = body.clone();
         wrong["deployments"][0]["growth_per_month"] = json!(2.5);

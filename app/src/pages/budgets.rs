@@ -137,6 +137,7 @@ fn Budgets(v: BudgetsView, set: SetBudget, remove: RemoveBudget) -> impl IntoVie
         {(!teams.is_empty()).then(|| table(teams.clone(), "team", months.clone()))}
         {(!deployments.is_empty()).then(|| view! { <h2>"By deployment"</h2> })}
         {(!deployments.is_empty()).then(|| table(deployments.clone(), "deployment", months.clone()))}
+        {(v.others > 0).then(|| view! { <p class="note">{format!("{} smaller teams and deployments are in the forecast files.", v.others)}</p> })}
         {downloads}
         <div class="card">
             <h2>"Set a monthly budget"</h2>

@@ -98,6 +98,9 @@ pub async fn delete_json(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Lines of each scope (teams, deployments) the Budgets page shows.
+const PAGE_LINES: usize = 50;
+
 /// The Budgets page: every budget, and the newest report's forecast against them.
 pub async fn page(store: &Store, caller: &Caller) -> Result<BudgetsView, ApiError> {
     caller.require(Role::Finance)?;
@@ -106,10 +109,20 @@ pub async fn page(store: &Store, caller: &Caller) -> Result<BudgetsView, ApiErro
         Some(record) => store.report(&record.id).await?.map(|report| (record, report)),
         None => None,
     };
-    let (report, months, lines) = match newest {
-        None => (None, vec![], vec![]),
+    let (report, months, lines, others) = match newest {
+        None => (None, vec![], vec![], 0),
         Some((record, report)) => {
-            let f = crate::forecast::forecast(&report, &budgets);
+            let mut f = crate::forecast::forecast(&report, &budgets);
+            // The page shows the costliest lines of each scope (by their peak month); the files
+            // hold them all: a report of 100,000 deployments would otherwise be megabytes of page.
+            let peak = |l: &crate::forecast::ForecastLine| l.spend_micro_usd.iter().copied().max().unwrap_or(0);
+            f.lines.sort_by(|a, b| b.scope.cmp(&a.scope).then_with(|| peak(b).cmp(&peak(a))));
+            let all = f.lines.len();
+            let teams = f.lines.iter().filter(|l| l.scope == "team").count();
+            let deployments: Vec<_> =
+                f.lines.drain(teams.min(PAGE_LINES)..).skip(teams.saturating_sub(PAGE_LINES)).collect();
+            f.lines.extend(deployments.into_iter().take(PAGE_LINES));
+            let others = all - f.lines.len();
             let lines = f
                 .lines
                 .into_iter()
@@ -122,10 +135,10 @@ pub async fn page(store: &Store, caller: &Caller) -> Result<BudgetsView, ApiErro
                     first_over: l.first_over,
                 })
                 .collect();
-            (Some(crate::api::reports::report_view(record)), f.months, lines)
+            (Some(crate::api::reports::report_view(record)), f.months, lines, others)
         }
     };
-    Ok(BudgetsView { budgets: budgets.into_iter().map(view).collect(), report, months, lines })
+    Ok(BudgetsView { budgets: budgets.into_iter().map(view).collect(), report, months, lines, others })
 }
 
 /// A stored budget as the page shows it.
