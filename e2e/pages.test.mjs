@@ -154,6 +154,49 @@ test('planner: the cost per request follows the volume without a page load; bad 
   await context.close();
 });
 
+test('planner: emissions per 1,000 requests from the replicas\' power and a region picked from the grid table', async () => {
+  const { context, page, problems } = await watchedPage(browser, WIDE);
+  await signIn(page, env.base, env.password, '/planner');
+  await hydrated(page);
+  // 1,000 requests/s at 400 a replica and 60 %: 5 replicas.
+  await page.check('input[type=checkbox][name=derive]');
+  await page.fill('#f-requests', '2628M');
+  await page.fill('#f-hourly', '2.50');
+  await page.fill('#f-throughput', '400');
+  await page.locator('[data-out=replicas]', { hasText: /^5 replicas$/ }).waitFor();
+  assert.equal(await page.locator('[data-card=carbon]').count(), 0, 'not counted unless asked');
+  await page.check('input[type=checkbox][name=carbon]');
+  await page.fill('#f-power_w', '300');
+  await page.selectOption('#f-power_source', 'measured');
+  // Sweden's grid and AWS's PUE, from the shipped table: 5 × 0.3 kW × 1.135 × 730 h =
+  // 1,242.8 kWh a month; × 8.8 g = 10.9 kg; over 2,628M requests, 0.00416 g per 1,000.
+  await page.selectOption('#f-grid_region', 'aws eu-north-1');
+  assert.equal(await page.inputValue('#f-grid'), '8.8');
+  assert.equal(await page.inputValue('#f-pue'), '1.135');
+  const per1000 = page.locator('[data-out=co2e-per-1000]');
+  await per1000.filter({ hasText: '0.00416 g CO2e' }).waitFor();
+  assert.equal(await page.locator('[data-out=co2e-month]').innerText(), '10.9 kg CO2e');
+  assert.equal(await page.locator('[data-out=energy-month]').innerText(), '1,243 kWh');
+  assert.match(await page.locator('[data-out=grid-source]').innerText(), /Sweden: EEA CO2 emission intensity/);
+  assert.match(await page.locator('[data-out=carbon-note]').innerText(), /^5 replicas × 300 W \(measured\) × PUE 1\.135 × 730 hours, on a grid of 8\.80 g CO2e per kWh \(aws eu-north-1\)/);
+  // Virginia's grid emits 43 times as much: 471 kg a month.
+  await page.selectOption('#f-grid_region', 'aws us-east-1');
+  await per1000.filter({ hasText: '0.179 g CO2e' }).waitFor();
+  assert.equal(await page.locator('[data-out=co2e-month]').innerText(), '471 kg CO2e');
+  assert.match(await page.locator('[data-out=grid-source]').innerText(), /EPA eGRID2020/);
+  await review(page, 'planner-carbon-1280');
+  // A PUE below 1 is refused, naming the field.
+  await page.fill('#f-pue', '0.5');
+  await page.locator('.problems', { hasText: 'Data centre PUE: must be between 1 and 5' }).waitFor();
+  await page.fill('#f-pue', '1.2');
+  await page.locator('[data-card=carbon]').waitFor();
+  await noNaN(page);
+  await page.setViewportSize(PHONE);
+  await review(page, 'planner-carbon-390');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 test('planner: what is typed before the bundle loads still answers, as a plain GET form', async () => {
   const { context, page } = await watchedPage(browser, WIDE);
   await signIn(page, env.base, env.password, '/planner');
@@ -200,6 +243,33 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   await page.selectOption('#f-option', 'on_demand');
   await page.locator('table.hardware', { hasText: /\$0\.357\/h.*price from price catalog v1/s }).waitFor();
   await review(page, 'right-sizing-1280');
+  // Emissions: this VM has no RAPL, so the measured node's power is unknown and said so; a
+  // candidate entered by hand at 40 W has its emissions, and asked for the configuration that
+  // emits least, the page recommends it beside the cheapest.
+  await page.check('input[type=checkbox][name=carbon]');
+  await page.locator('table.hardware', { hasText: 'power not measured' }).waitFor();
+  await page.check('input[type=checkbox][name=manual]');
+  await page.fill('#f-m_name', 'low-power');
+  await page.fill('#f-m_price', '5');
+  await page.fill('#f-m_memory', '16');
+  await page.selectOption('#f-m_precision', 'fp32');
+  await page.fill('#f-m_latency', '0.5');
+  await page.fill('#f-m_power', '40');
+  await page.selectOption('#f-grid_region', 'gcp europe-north1');
+  assert.equal(await page.inputValue('#f-pue'), '1.1');
+  await page.selectOption('#f-objective', 'emissions');
+  const green = page.locator('[data-out=greenest]');
+  await green.waitFor();
+  assert.match(await green.innerText(), /Lowest-emission configuration/);
+  assert.match(await green.innerText(), /\d+ × low-power/);
+  // n replicas × 40 W × 1.1 × 730 h × 133 g/kWh, in kg a month.
+  const replicas = Number((await green.locator('.big').innerText()).match(/^(\d+) ×/)[1]);
+  const kg = replicas * 0.04 * 1.1 * 730 * 0.133;
+  assert.equal(await green.locator('[data-out=co2e]').innerText(), `${kg.toFixed(1)} kg CO2e a month`);
+  assert.match(await page.locator('[data-out=recommendation]').innerText(), /c7i\.2xlarge/, 'the cheapest stays beside it');
+  assert.match(await page.locator('table.alternatives').innerText(), /power unknown/);
+  await noNaN(page);
+  await review(page, 'right-sizing-carbon-1280');
   await page.setViewportSize(PHONE);
   await review(page, 'right-sizing-390');
   assert.deepEqual(problems, []);
@@ -420,7 +490,7 @@ test('reports: chargeback by team, with idle replicas shared by the stated polic
     name: 'Chargeback', from: '2026-11-01', to: '2026-11-30', idle_policy: 'proportional',
     deployments: [
       { name: 'ranker', team: 'search', cost_centre: 'CC-1', instance_type: 'g6.xlarge', replicas: 450,
-        requests_per_month: 2628000000,
+        requests_per_month: 2628000000, power_watts: 100, power_source: 'rated',
         sizing: { service_time_s: 0.1, slo_latency_s: 10, max_utilization: 0.5, peak_to_average: 2 } },
       { name: 'chat', team: '</td><script>alert(1)</script>', instance_type: 'g6.xlarge', replicas: 2, needed_replicas: 2,
         requests_per_month: 1000000 },
@@ -434,6 +504,9 @@ test('reports: chargeback by team, with idle replicas shared by the stated polic
   // 50 idle g6.xlarge (0.8048 USD an hour) over November's 720 hours.
   await page.locator('[data-out=idle-policy]', { hasText: '$28,972.80 of serving paid for replicas beyond' }).waitFor();
   assert.match(await page.locator('[data-out=idle-policy]').innerText(), /Policy “proportional”/);
+  // 450 replicas × 100 W × AWS's 1.135 × 720 h = 36,774 kWh on us-east-1's 379.069 g/kWh.
+  assert.equal(await page.locator('[data-out=report-co2e]').innerText(), '13,940 kg CO2e');
+  assert.match(await page.locator('[data-out=report-co2e-note]').innerText(), /^36,774 kWh, \d+\.\d{3} g per 1,000 requests; 1 of 2 deployments gave their power; grid-intensity table v1\./);
   const rows = page.locator('table.chargeback tbody tr');
   assert.equal(await rows.count(), 2);
   // Costliest first; a team named like markup is shown as text.

@@ -9,9 +9,9 @@ use futures::future::BoxFuture;
 use model::FleetView;
 
 use crate::data::{
-    AlertList, AlertView, BudgetView, BudgetsView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView,
-    MeasuredFleet, PeopleView, PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView,
-    TransportRun,
+    AlertList, AlertView, BudgetView, BudgetsView, CatalogView, CreatedToken, CreatedUser, GridView, ImportOutcome,
+    LlmRunView, MeasuredFleet, PeopleView, PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList,
+    ScenarioView, TransportRun,
 };
 
 /// Why page data could not be given: the HTTP status the API would answer and its message.
@@ -71,6 +71,8 @@ pub trait Backend: Send + Sync + 'static {
     fn delete_scenario(&self, headers: http::HeaderMap, id: String) -> Answer<()>;
     /// The current price catalog.
     fn price_catalog(&self, headers: http::HeaderMap) -> Answer<CatalogView>;
+    /// The grid-intensity table in force.
+    fn grid_table(&self, headers: http::HeaderMap) -> Answer<GridView>;
     /// Replaces the price catalog with a CSV.
     fn import_prices(&self, headers: http::HeaderMap, csv: String) -> Answer<ImportOutcome>;
     /// People, tokens and agents for an admin; `None` for anyone else signed in.

@@ -31,6 +31,10 @@ pub struct MeasuredNode {
     /// The catalog's prices of its instance type under each purchase option it lists.
     #[serde(default)]
     pub offers: Vec<PriceOffer>,
+    /// The power its newest system run measured (CPU packages and DRAM, where RAPL could be
+    /// read), and that run.
+    #[serde(default)]
+    pub power: Option<(model::wire::measured::PowerDigest, String)>,
 }
 
 impl MeasuredNode {
@@ -319,6 +323,25 @@ pub struct CatalogView {
     pub can_edit: bool,
 }
 
+/// The grid-intensity table in force: each cloud region's grid emissions and PUE.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GridView {
+    pub version: i64,
+    pub rows: Vec<GridRowView>,
+}
+
+/// One region's grid, as the Planner's region picker lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GridRowView {
+    pub provider: String,
+    pub region: String,
+    pub location: String,
+    pub g_co2e_per_kwh: f64,
+    pub pue: f64,
+    pub source: String,
+    pub as_of: String,
+}
+
 /// What an import did: the new version, or every located problem and nothing changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ImportOutcome {
@@ -460,6 +483,22 @@ pub struct ReportsView {
     pub chargeback_others: usize,
     pub idle_known: bool,
     pub idle_policy: (String, String),
+    /// The newest report's energy and emissions, when any deployment gave its power.
+    pub emissions: Option<EmissionsView>,
+}
+
+/// A report's energy and emissions over the deployments that gave their power.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmissionsView {
+    pub co2e_kg: f64,
+    pub energy_kwh: f64,
+    /// g CO2e per 1,000 of those deployments' requests (none when they served none).
+    pub g_per_1000_requests: Option<f64>,
+    /// Deployments counted, of how many.
+    pub counted: usize,
+    pub deployments: usize,
+    /// The grid-intensity table version used (0: every grid figure entered).
+    pub grid_version: i64,
 }
 
 /// A monthly budget of a team or deployment.
@@ -596,6 +635,12 @@ pub async fn delete_scenario(id: String) -> Result<(), ServerFnError> {
 #[server(prefix = "/srv", endpoint = "price_catalog")]
 pub async fn price_catalog() -> Result<CatalogView, ServerFnError> {
     backend().0.price_catalog(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// The grid-intensity table in force.
+#[server(prefix = "/srv", endpoint = "grid_table")]
+pub async fn grid_table() -> Result<GridView, ServerFnError> {
+    backend().0.grid_table(headers().await?).await.map_err(crate::backend::page_error)
 }
 
 /// Replaces the catalog with `csv` (roles finance and admin).

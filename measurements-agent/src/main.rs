@@ -3,6 +3,7 @@
 
 mod daemon;
 mod inventory;
+mod power;
 mod spool;
 mod stats;
 mod suites;

@@ -50,6 +50,7 @@ fn search_space(cv: f64) -> RightSizeInput {
                         })
                     })
                     .collect(),
+                power_watts: None,
             }
         })
         .collect();
@@ -63,6 +64,7 @@ fn search_space(cv: f64) -> RightSizeInput {
         headroom_fraction: 0.1,
         max_replicas: 1000,
         hardware,
+        grid: None,
     }
 }
 

@@ -64,6 +64,11 @@ fn main() {
                 ),
                 RecommendationInput::cheaper_model(Kind::Distillation, 0.25, 2500.0),
             ],
+            // Half with their power, so emissions are part of what is measured.
+            power_watts: (i % 2 == 0).then_some(300.0 + (i % 7) as f64 * 100.0),
+            power_source: None,
+            pue: None,
+            grid_g_co2e_per_kwh: None,
         })
         .collect();
     let request = ReportRequest {
@@ -73,7 +78,8 @@ fn main() {
         deployments,
         idle_policy: IdlePolicy::Proportional,
     };
-    let prices = Prices::new(&catalog);
+    let grid = headroom_server::grid::parse(headroom_server::grid::DEFAULT_TABLE).expect("grid table");
+    let prices = Prices::new(&catalog).with_grid(&grid, 1);
     let build = || reports::build("bench".into(), &request, &prices, 1, &|_| true, &|_| true).expect("report");
     let report = build();
     let mut sizes = Vec::new();

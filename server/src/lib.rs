@@ -13,6 +13,7 @@ pub mod compress;
 pub mod csv_cell;
 pub mod error;
 pub mod forecast;
+pub mod grid;
 pub mod grpc;
 pub mod histogram;
 pub mod ingest;

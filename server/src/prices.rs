@@ -68,16 +68,7 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
         Ok(h) => h.iter().map(|c| c.trim().to_string()).collect(),
         Err(e) => return Err(vec![CellError { line: 1, column: None, reason: format!("unreadable header: {e}") }]),
     };
-    if header != COLUMNS {
-        let missing: Vec<&str> = COLUMNS.iter().copied().filter(|c| !header.iter().any(|h| h == c)).collect();
-        let extra: Vec<&str> = header.iter().map(String::as_str).filter(|h| !COLUMNS.contains(h)).collect();
-        let reason = match (missing.is_empty(), extra.is_empty()) {
-            (false, _) => format!("missing column(s): {}", missing.join(", ")),
-            (true, false) => format!("unknown column(s): {}", extra.join(", ")),
-            (true, true) => format!("columns must be in this order: {}", COLUMNS.join(",")),
-        };
-        return Err(vec![CellError { line: 1, column: None, reason }]);
-    }
+    header_is(&header, &COLUMNS)?;
     let mut rows = Vec::new();
     let mut errors = Vec::new();
     let mut seen = BTreeSet::new();
@@ -124,8 +115,8 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
         // Postgres text cannot hold NUL; other control characters only disguise a value (the
         // rule runs' text follows too).
         for c in [0, 1, 2, 8, 9] {
-            if let Some(ch) = cell(c).chars().find(|ch| ch.is_control() && !matches!(ch, '\t' | '\n' | '\r')) {
-                bad(COLUMNS[c], format!("must not contain control characters (found U+{:04X})", ch as u32));
+            if let Some(reason) = control_character(cell(c)) {
+                bad(COLUMNS[c], reason);
             }
         }
         let provider = required(0, &mut bad);
@@ -206,6 +197,30 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
         errors.push(CellError { line: 2, column: None, reason: "the catalog has no rows".into() });
     }
     if errors.is_empty() { Ok(rows) } else { Err(errors) }
+}
+
+/// Checks a CSV's header against the columns it must have, in order, naming what is missing
+/// or unknown.
+pub(crate) fn header_is(header: &[String], columns: &[&str]) -> Result<(), Vec<CellError>> {
+    if header == columns {
+        return Ok(());
+    }
+    let missing: Vec<&str> = columns.iter().copied().filter(|c| !header.iter().any(|h| h == c)).collect();
+    let extra: Vec<&str> = header.iter().map(String::as_str).filter(|h| !columns.contains(h)).collect();
+    let reason = match (missing.is_empty(), extra.is_empty()) {
+        (false, _) => format!("missing column(s): {}", missing.join(", ")),
+        (true, false) => format!("unknown column(s): {}", extra.join(", ")),
+        (true, true) => format!("columns must be in this order: {}", columns.join(",")),
+    };
+    Err(vec![CellError { line: 1, column: None, reason }])
+}
+
+/// The first control character in a cell other than tab and line ends: Postgres text cannot
+/// hold NUL, and the others only disguise a value.
+pub(crate) fn control_character(cell: &str) -> Option<String> {
+    cell.chars()
+        .find(|ch| ch.is_control() && !matches!(ch, '\t' | '\n' | '\r'))
+        .map(|ch| format!("must not contain control characters (found U+{:04X})", ch as u32))
 }
 
 /// The catalog as CSV, the same shape [`parse`] reads.

@@ -13,10 +13,13 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::grid::GridRow;
 use crate::prices::PriceRow;
+use model::plan::carbon;
 pub use model::plan::chargeback::IdlePolicy;
 use model::plan::chargeback::{Line, charge_idle, idle_replicas};
 use model::plan::forecast;
+pub use model::plan::owned::PowerSource;
 
 /// Most deployments in one report.
 pub const MAX_DEPLOYMENTS: usize = 100_000;
@@ -103,6 +106,22 @@ pub struct DeploymentInput {
     pub scenario_id: Option<String>,
     #[serde(default)]
     pub recommendations: Vec<RecommendationInput>,
+    /// One replica's average power draw, for the deployment's energy and emissions (with
+    /// `instance_type` and `replicas`).
+    #[serde(default)]
+    pub power_watts: Option<f64>,
+    /// Where `power_watts` came from: `measured`, `rated` (an upper bound) or `entered` (the
+    /// default).
+    #[serde(default)]
+    pub power_source: Option<PowerSource>,
+    /// The facility's PUE; by default the grid-intensity table's for the catalog row's provider
+    /// and region.
+    #[serde(default)]
+    pub pue: Option<f64>,
+    /// The grid's g CO2e per kWh; by default the grid-intensity table's for the catalog row's
+    /// provider and region.
+    #[serde(default)]
+    pub grid_g_co2e_per_kwh: Option<f64>,
 }
 
 /// Most characters in a deployment's team or cost centre.
@@ -269,6 +288,24 @@ pub struct ReportRow {
     /// reports stored before forecasts).
     #[serde(default)]
     pub forecast_micro_usd: Vec<MicroUsd>,
+    /// Energy and emissions, where the deployment gave its power.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carbon: Option<RowCarbon>,
+}
+
+/// A deployment's energy and emissions over the report's period ([`model::plan::carbon`]).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+pub struct RowCarbon {
+    pub power_watts: f64,
+    pub power_source: PowerSource,
+    pub pue: f64,
+    pub grid_g_co2e_per_kwh: f64,
+    /// `entered`, or the grid-intensity row it came from: provider, region, source and date.
+    pub grid_from: String,
+    pub energy_kwh: f64,
+    pub co2e_kg: f64,
+    /// None when the deployment served no request.
+    pub co2e_g_per_1000_requests: Option<f64>,
 }
 
 impl ReportRow {
@@ -300,6 +337,9 @@ pub struct Report {
     /// The first month of the forecast, `YYYY-MM` (the month after the one `to` is in).
     #[serde(default)]
     pub forecast_from: String,
+    /// The grid-intensity table version its emissions used (0: none, or stored before carbon).
+    #[serde(default)]
+    pub grid_version: i64,
     pub rows: Vec<ReportRow>,
 }
 
@@ -318,9 +358,12 @@ fn day(text: &str) -> Date {
     Date::parse(text).unwrap_or(Date::EPOCH)
 }
 
-/// The catalog, looked up by (instance type, purchase option, region).
+/// The catalog, looked up by (instance type, purchase option, region), and the grid-intensity
+/// table the emissions use.
 pub struct Prices<'a> {
     rows: HashMap<(&'a str, &'a str), Vec<&'a PriceRow>>,
+    grid: HashMap<(&'a str, &'a str), &'a GridRow>,
+    grid_version: i64,
 }
 
 impl<'a> Prices<'a> {
@@ -329,7 +372,14 @@ impl<'a> Prices<'a> {
         for r in catalog {
             rows.entry((r.instance_type.as_str(), r.purchase_option.as_str())).or_default().push(r);
         }
-        Prices { rows }
+        Prices { rows, grid: HashMap::new(), grid_version: 0 }
+    }
+
+    /// With the grid-intensity table `version`, for deployments that give their power.
+    pub fn with_grid(mut self, rows: &'a [GridRow], version: i64) -> Self {
+        self.grid = rows.iter().map(|r| ((r.provider.as_str(), r.region.as_str()), r)).collect();
+        self.grid_version = version;
+        self
     }
 
     fn find(&self, instance: &str, option: &str, region: Option<&str>) -> Result<&'a PriceRow, String> {
@@ -421,6 +471,11 @@ pub fn build(
         generated_by: String::new(),
         idle_policy: request.idle_policy,
         forecast_from: day(&request.to).month_after(1),
+        grid_version: if rows.iter().any(|r| r.carbon.as_ref().is_some_and(|c| c.grid_from != "entered")) {
+            prices.grid_version
+        } else {
+            0
+        },
         rows,
     })
 }
@@ -625,7 +680,89 @@ fn row(
         idle_charged_micro_usd: 0,
         growth_per_month: d.growth_per_month,
         forecast_micro_usd: forecast,
+        carbon: carbon_of(at, d, prices, price, provisioned, hours, requests)?,
     })
+}
+
+/// The deployment's energy and emissions over `hours`, when it gives its power: its
+/// provisioned replicas (idle ones draw power too) at the entered draw, with the facility's
+/// PUE and the grid's intensity entered or from the grid-intensity table for the catalog row's
+/// provider and region.
+fn carbon_of(
+    at: &str,
+    d: &DeploymentInput,
+    prices: &Prices<'_>,
+    price: Option<&PriceRow>,
+    provisioned: Option<u32>,
+    hours: i64,
+    requests: u64,
+) -> Result<Option<RowCarbon>, FieldError> {
+    let field = |name: &str| format!("{at}.{name}");
+    let Some(watts) = d.power_watts else {
+        for (name, given) in [("pue", d.pue.is_some()), ("grid_g_co2e_per_kwh", d.grid_g_co2e_per_kwh.is_some())] {
+            if given {
+                return Err(FieldError::new(field(name), "needs power_watts, the replicas' average draw"));
+            }
+        }
+        return Ok(None);
+    };
+    let (Some(p), Some(replicas)) = (price, provisioned) else {
+        return Err(FieldError::new(
+            field("power_watts"),
+            "needs instance_type with replicas: energy is counted by the replica-hour",
+        ));
+    };
+    let listed = p.region.as_deref().and_then(|region| prices.grid.get(&(p.provider.as_str(), region)).copied());
+    let (grid, grid_from) = match (d.grid_g_co2e_per_kwh, listed) {
+        (Some(g), _) => (g, "entered".to_string()),
+        (None, Some(row)) => (
+            row.g_co2e_per_kwh,
+            format!(
+                "{} {} grid-intensity v{}: {} (as of {})",
+                row.provider, row.region, prices.grid_version, row.source, row.as_of
+            ),
+        ),
+        (None, None) => {
+            return Err(FieldError::new(
+                field("grid_g_co2e_per_kwh"),
+                format!(
+                    "{} {} is not in the grid-intensity table; give the grid's g CO2e per kWh",
+                    p.provider,
+                    p.region.as_deref().unwrap_or("(no region)")
+                ),
+            ));
+        }
+    };
+    let pue = match (d.pue, listed) {
+        (Some(pue), _) => pue,
+        (None, Some(row)) => row.pue,
+        (None, None) => {
+            return Err(FieldError::new(
+                field("pue"),
+                "the grid-intensity table does not list this region; give the facility's PUE",
+            ));
+        }
+    };
+    let named = |e: model::ModelError| {
+        let name = match e.field.as_str() {
+            "grid_g_co2e_per_kwh" | "pue" | "power_watts" => e.field.clone(),
+            _ => "power_watts".to_string(),
+        };
+        FieldError::new(field(&name), e.reason)
+    };
+    let replica_hours = f64::from(replicas) * hours as f64;
+    let energy_kwh = carbon::facility_kwh(watts, pue, replica_hours).map_err(named)?;
+    let co2e_g = carbon::co2e_g(energy_kwh, grid).map_err(named)?;
+    Ok(Some(RowCarbon {
+        power_watts: watts,
+        power_source: d.power_source.unwrap_or(PowerSource::Entered),
+        pue,
+        grid_g_co2e_per_kwh: grid,
+        grid_from,
+        energy_kwh,
+        co2e_kg: co2e_g / 1000.0,
+        co2e_g_per_1000_requests: (requests > 0).then(|| co2e_g / requests as f64 * 1000.0),
+    }))
 }
 
 /// The replicas deployment `d` needs at its SLO and where that came from: entered, or sized
@@ -837,7 +974,48 @@ fn frame_of(report: &Report, rows: &[ReportRow]) -> PolarsResult<DataFrame> {
         Column::new("chargeback_usd".into(), usd(&|r| r.chargeback_micro_usd())),
         Column::new("idle_policy".into(), vec![report.idle_policy.name().to_string(); n]),
     ]);
+    let carbon =
+        |f: &dyn Fn(&RowCarbon) -> f64| -> Vec<Option<f64>> { rows.iter().map(|r| r.carbon.as_ref().map(f)).collect() };
+    let carbon_text = |f: &dyn Fn(&RowCarbon) -> String| -> Vec<Option<String>> {
+        rows.iter().map(|r| r.carbon.as_ref().map(f)).collect()
+    };
+    columns.extend([
+        Column::new("power_watts".into(), carbon(&|c| c.power_watts)),
+        Column::new("power_source".into(), carbon_text(&|c| power_source_name(c.power_source).to_string())),
+        Column::new("pue".into(), carbon(&|c| c.pue)),
+        Column::new("grid_g_co2e_per_kwh".into(), carbon(&|c| c.grid_g_co2e_per_kwh)),
+        Column::new("grid_from".into(), carbon_text(&|c| c.grid_from.clone())),
+        Column::new("energy_kwh".into(), carbon(&|c| c.energy_kwh)),
+        Column::new("co2e_kg".into(), carbon(&|c| c.co2e_kg)),
+        Column::new(
+            "co2e_g_per_1000_requests".into(),
+            rows.iter().map(|r| r.carbon.as_ref().and_then(|c| c.co2e_g_per_1000_requests)).collect::<Vec<_>>(),
+        ),
+    ]);
     DataFrame::new(n, columns)
+}
+
+/// How the emissions columns are computed, as the workbook's About sheet says it.
+pub const CARBON_METHOD: &str = "location-based: provisioned replicas × power per replica × hours × PUE = \
+     energy; × the grid's g CO2e per kWh = emissions; embodied emissions not counted";
+
+/// How the exports name where a power figure came from.
+pub fn power_source_name(source: PowerSource) -> &'static str {
+    match source {
+        PowerSource::Measured => "measured",
+        PowerSource::Rated => "rated (upper bound)",
+        PowerSource::Entered => "entered",
+    }
+}
+
+/// A quantity in thousandths, as the CSV shows it and sums it (so the TOTAL line adds up as
+/// shown): kWh to the Wh, kg to the gram.
+fn thousandths(x: f64) -> i64 {
+    (x * 1000.0).round() as i64
+}
+
+fn show_thousandths(t: i64) -> String {
+    format!("{}{}.{:03}", if t < 0 { "-" } else { "" }, t.unsigned_abs() / 1000, t.unsigned_abs() % 1000)
 }
 
 /// The label finance reads for a column of [`frame`] (whose names stay machine names in
@@ -881,6 +1059,14 @@ pub(crate) fn label(column: &str) -> String {
         "spend_exact_micro_usd" => "Spend (exact micro-USD)",
         "budget_usd" => "Budget (USD)",
         "over_budget" => "Over budget",
+        "power_watts" => "Power per replica (W)",
+        "power_source" => "Power source",
+        "pue" => "PUE",
+        "grid_g_co2e_per_kwh" => "Grid (g CO2e per kWh)",
+        "grid_from" => "Grid intensity from",
+        "energy_kwh" => "Energy (kWh)",
+        "co2e_kg" => "Emissions (kg CO2e)",
+        "co2e_g_per_1000_requests" => "g CO2e per 1,000 requests",
         other => {
             return match other.strip_prefix("saving_").and_then(|k| k.strip_suffix("_usd")) {
                 Some(kind) => format!("Saving from {} (USD)", kind.replace('_', "-")),
@@ -918,6 +1104,8 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
     let mut idle_sums = [0i64; 3];
     let cents = |c: i64| model::money::format_cents(c.saturating_mul(10_000));
     let shown_idle = crate::chargeback::idle_cents(report);
+    // Energy and emissions in thousandths, as shown.
+    let mut carbon_sums = [0i64; 2];
     for (r, &(idle, charged)) in report.rows.iter().zip(&shown_idle) {
         let money = [r.serving_micro_usd, r.training_micro_usd, r.total_micro_usd]
             .into_iter()
@@ -961,6 +1149,24 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
         ]);
         record.extend(idle_cents.iter().map(|c| cents(*c)));
         record.push(report.idle_policy.name().to_string());
+        match &r.carbon {
+            Some(c) => {
+                let (energy, co2e) = (thousandths(c.energy_kwh), thousandths(c.co2e_kg));
+                carbon_sums[0] = carbon_sums[0].saturating_add(energy);
+                carbon_sums[1] = carbon_sums[1].saturating_add(co2e);
+                record.extend([
+                    c.power_watts.to_string(),
+                    power_source_name(c.power_source).to_string(),
+                    c.pue.to_string(),
+                    c.grid_g_co2e_per_kwh.to_string(),
+                    text(&c.grid_from),
+                    show_thousandths(energy),
+                    show_thousandths(co2e),
+                    c.co2e_g_per_1000_requests.map(|g| format!("{g:.4}")).unwrap_or_default(),
+                ]);
+            }
+            None => record.extend(std::iter::repeat_n(String::new(), 8)),
+        }
         out.write_record(&record).map_err(fail)?;
     }
     let requests: u64 = report.rows.iter().map(|r| r.requests).sum();
@@ -987,6 +1193,10 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
     total.extend([String::new(), String::new(), String::new(), String::new()]);
     total.extend(idle_sums.iter().map(|c| cents(*c)));
     total.push(report.idle_policy.name().to_string());
+    total.extend(std::iter::repeat_n(String::new(), 5));
+    let any_carbon = report.rows.iter().any(|r| r.carbon.is_some());
+    total.extend(carbon_sums.iter().map(|t| if any_carbon { show_thousandths(*t) } else { String::new() }));
+    total.push(String::new());
     out.write_record(&total).map_err(fail)?;
     out.into_inner().map_err(|e| PolarsError::ComputeError(e.to_string().into()))
 }
@@ -1036,6 +1246,8 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
     let tiny = Format::new().set_num_format("$0.000000");
     let date = Format::new().set_num_format("yyyy-mm-dd");
     let bold = Format::new().set_bold();
+    let thousandth = Format::new().set_num_format("#,##0.000");
+    let ten_thousandth = Format::new().set_num_format("0.0000");
     let sheet = book.add_worksheet().set_name("Report")?;
     let names: Vec<String> = df.get_column_names().iter().map(|n| n.to_string()).collect();
     for (c, name) in names.iter().enumerate() {
@@ -1085,6 +1297,18 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
         sheet.write_number_with_format(row, 27, to_usd(r.idle_charged_micro_usd), &money)?;
         sheet.write_number_with_format(row, 28, to_usd(r.chargeback_micro_usd()), &money)?;
         sheet.write_string(row, 29, report.idle_policy.name())?;
+        if let Some(c) = &r.carbon {
+            sheet.write_number(row, 30, c.power_watts)?;
+            sheet.write_string(row, 31, power_source_name(c.power_source))?;
+            sheet.write_number(row, 32, c.pue)?;
+            sheet.write_number(row, 33, c.grid_g_co2e_per_kwh)?;
+            sheet.write_string(row, 34, &c.grid_from)?;
+            sheet.write_number_with_format(row, 35, c.energy_kwh, &thousandth)?;
+            sheet.write_number_with_format(row, 36, c.co2e_kg, &thousandth)?;
+            if let Some(g) = c.co2e_g_per_1000_requests {
+                sheet.write_number_with_format(row, 37, g, &ten_thousandth)?;
+            }
+        }
     }
     // The TOTAL row is formulas over the rows, so a total follows an edited row; each carries
     // the exact micro-dollar sum as its cached result for readers that do not recalculate.
@@ -1124,6 +1348,13 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
         let column = 26 + k as u16;
         sheet.write_formula_with_format(total, column, sum_of(column, to_usd(*s)), &money_bold)?;
     }
+    if report.rows.iter().any(|r| r.carbon.is_some()) {
+        let bold_thousandth = Format::new().set_num_format("#,##0.000").set_bold();
+        let energy = report.rows.iter().filter_map(|r| r.carbon.as_ref()).map(|c| c.energy_kwh).sum::<f64>();
+        let co2e = report.rows.iter().filter_map(|r| r.carbon.as_ref()).map(|c| c.co2e_kg).sum::<f64>();
+        sheet.write_formula_with_format(total, 35, sum_of(35, energy), &bold_thousandth)?;
+        sheet.write_formula_with_format(total, 36, sum_of(36, co2e), &bold_thousandth)?;
+    }
     sheet.set_freeze_panes(1, 1)?;
     sheet.autofit();
     about_sheet(
@@ -1133,6 +1364,11 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
             ("Money", "computed in integer micro-dollars; shown rounded to cents".to_string()),
             ("Requests", format!("requests per month × days / {DAYS_PER_MONTH}")),
             ("Idle cost policy", format!("{}: {}", report.idle_policy.name(), report.idle_policy.describe())),
+            ("Emissions", CARBON_METHOD.to_string()),
+            (
+                "Grid-intensity table version",
+                if report.grid_version > 0 { report.grid_version.to_string() } else { "none used".to_string() },
+            ),
         ],
     )?;
     book.save_to_buffer()
@@ -1175,6 +1411,10 @@ mod tests {
             run_ids: vec![],
             scenario_id: None,
             recommendations: vec![],
+            power_watts: None,
+            power_source: None,
+            pue: None,
+            grid_g_co2e_per_kwh: None,
         }
     }
 
@@ -1387,5 +1627,96 @@ mod tests {
         assert!(lines[1..].iter().all(|l| l[6].split('.').nth(1).map(str::len) == Some(2)), "money in cents");
         let c = |s: &str| s.replace('.', "").parse::<i64>().unwrap();
         assert!(lines[1..].iter().all(|l| c(l[6]) + c(l[7]) == c(l[8])), "serving + training = total, as shown");
+    }
+
+    #[test]
+    fn emissions_are_the_replicas_power_over_the_period_on_the_regions_grid() {
+        let catalog = catalog();
+        let grid = crate::grid::parse(crate::grid::DEFAULT_TABLE).unwrap();
+        let prices = Prices::new(&catalog).with_grid(&grid, 3);
+        let mut d = deployment("g5.xlarge", 4);
+        d.power_watts = Some(300.0);
+        d.power_source = Some(PowerSource::Measured);
+        let mut other = deployment("g6.xlarge", 2);
+        other.name = "entered grid".into();
+        other.power_watts = Some(100.0);
+        other.pue = Some(1.5);
+        other.grid_g_co2e_per_kwh = Some(50.0);
+        let r =
+            build("r".into(), &request(vec![d, other, deployment("g5.xlarge", 1)]), &prices, 1, &|_| true, &|_| true)
+                .unwrap();
+        assert_eq!(r.grid_version, 3);
+        // 4 × 0.3 kW × 1.135 (AWS) × 720 h = 980.64 kWh; × 379.069 g (us-east-1) = 371.73 kg.
+        let c = r.rows[0].carbon.as_ref().unwrap();
+        assert!((c.energy_kwh - 980.64).abs() < 1e-9, "{c:?}");
+        assert!((c.co2e_kg - 980.64 * 0.379069).abs() < 1e-9, "{c:?}");
+        let per_1000 = c.co2e_kg * 1000.0 / r.rows[0].requests as f64 * 1000.0;
+        assert!((c.co2e_g_per_1000_requests.unwrap() - per_1000).abs() < 1e-12);
+        assert!(c.grid_from.starts_with("aws us-east-1 grid-intensity v3: EPA eGRID2020"), "{}", c.grid_from);
+        assert_eq!(c.power_source, PowerSource::Measured);
+        let e = r.rows[1].carbon.as_ref().unwrap();
+        assert_eq!((e.grid_from.as_str(), e.pue, e.power_source), ("entered", 1.5, PowerSource::Entered));
+        assert!((e.co2e_kg - 2.0 * 0.1 * 1.5 * 720.0 * 0.05).abs() < 1e-9);
+        assert!(r.rows[2].carbon.is_none(), "no power given, no figure");
+
+        // The CSV's energy and emissions columns add up as shown.
+        let csv = String::from_utf8(to_csv(&r).unwrap()).unwrap();
+        let lines: Vec<csv::StringRecord> =
+            csv::ReaderBuilder::new().from_reader(csv.as_bytes()).records().map(Result::unwrap).collect();
+        let header: Vec<String> = frame(&Report { rows: vec![], ..r.clone() })
+            .unwrap()
+            .get_column_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        // The CSV has the exact total as an extra column after the savings.
+        let at = |name: &str| header.iter().position(|h| h == name).unwrap() + 1;
+        assert_eq!(&lines[0][at("energy_kwh")], "980.640");
+        assert_eq!(&lines[0][at("power_source")], "measured");
+        assert_eq!(&lines[2][at("energy_kwh")], "");
+        let total = &lines[3];
+        assert_eq!(&total[0], "TOTAL");
+        let shown = |line: &csv::StringRecord, name: &str| line[at(name)].replace('.', "").parse::<i64>().unwrap_or(0);
+        assert_eq!(shown(total, "co2e_kg"), shown(&lines[0], "co2e_kg") + shown(&lines[1], "co2e_kg"));
+        assert!(to_xlsx(&r).is_ok() && to_parquet(&r).is_ok());
+
+        // Refusals name the field.
+        let refused = |f: &dyn Fn(&mut DeploymentInput)| {
+            let mut d = deployment("g5.xlarge", 1);
+            f(&mut d);
+            build("r".into(), &request(vec![d]), &prices, 1, &|_| true, &|_| true).unwrap_err().field
+        };
+        assert_eq!(refused(&|d| d.power_watts = Some(f64::NAN)), "deployments[0].power_watts");
+        assert_eq!(refused(&|d| d.power_watts = Some(-5.0)), "deployments[0].power_watts");
+        assert_eq!(refused(&|d| d.pue = Some(1.2)), "deployments[0].pue");
+        assert_eq!(
+            refused(&|d| {
+                d.power_watts = Some(300.0);
+                d.grid_g_co2e_per_kwh = Some(9000.0)
+            }),
+            "deployments[0].grid_g_co2e_per_kwh"
+        );
+        assert_eq!(
+            refused(&|d| {
+                d.power_watts = Some(300.0);
+                d.pue = Some(0.8)
+            }),
+            "deployments[0].pue"
+        );
+        assert_eq!(
+            refused(&|d| {
+                d.instance_type = None;
+                d.serving_cost_per_request_usd = Some(Amount::Text("0.001".into()));
+                d.power_watts = Some(300.0)
+            }),
+            "deployments[0].power_watts"
+        );
+        // A region the table does not list needs the grid's figure.
+        let bare = Prices::new(&catalog);
+        let mut d = deployment("g5.xlarge", 1);
+        d.power_watts = Some(300.0);
+        let err = build("r".into(), &request(vec![d]), &bare, 1, &|_| true, &|_| true).unwrap_err();
+        assert_eq!(err.field, "deployments[0].grid_g_co2e_per_kwh");
+        assert!(err.reason.contains("aws us-east-1 is not in the grid-intensity table"), "{}", err.reason);
     }
 }

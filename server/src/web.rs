@@ -6,9 +6,9 @@ use std::sync::{Arc, OnceLock};
 
 use app::backend::{Backend, BackendHandle, PageError};
 use app::data::{
-    AlertList, AlertView, BudgetView, BudgetsView, CatalogView, CreatedToken, CreatedUser, ImportOutcome, LlmRunView,
-    MeasuredFleet, PeopleView, PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList, ScenarioView,
-    TransportRun,
+    AlertList, AlertView, BudgetView, BudgetsView, CatalogView, CreatedToken, CreatedUser, GridView, ImportOutcome,
+    LlmRunView, MeasuredFleet, PeopleView, PersonView, ReportSummaryView, ReportsView, RunView, ScenarioList,
+    ScenarioView, TransportRun,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -128,6 +128,10 @@ impl Backend for WebBackend {
 
     fn price_catalog(&self, headers: HeaderMap) -> Answer<CatalogView> {
         self.answer(headers, |store, caller| async move { api::prices::catalog(&store, &caller).await })
+    }
+
+    fn grid_table(&self, headers: HeaderMap) -> Answer<GridView> {
+        self.answer(headers, |store, caller| async move { api::grid::view(&store, &caller).await })
     }
 
     fn people(&self, headers: HeaderMap) -> Answer<Option<PeopleView>> {

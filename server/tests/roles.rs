@@ -179,6 +179,7 @@ fn routes(f: &Fixtures) -> Vec<Route> {
     let run = serde_json::to_string(&run_upload(run_id)).unwrap();
     let form = |pairs: &[(&str, &str)]| Body::Form(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     let catalog = headroom_server::prices::DEFAULT_CATALOG.to_string();
+    let grid = headroom_server::grid::DEFAULT_TABLE.to_string();
     let report = json!({
         "name": SECRET_REPORT, "from": "2026-11-01", "to": "2026-11-30",
         "deployments": [{"name": "roles", "team": "t", "serving_cost_per_request_usd": 0.00001,
@@ -267,6 +268,9 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         route("GET", "/api/v1/prices", VIEWER, Api, Body::None, OK),
         route("GET", "/api/v1/prices/versions", VIEWER, Api, Body::None, OK),
         route("POST", "/api/v1/prices", FINANCE, Api, Body::Csv(catalog.clone()), CREATED),
+        route("GET", "/api/v1/grid-intensity", VIEWER, Api, Body::None, OK),
+        route("GET", "/api/v1/grid-intensity/versions", VIEWER, Api, Body::None, OK),
+        route("POST", "/api/v1/grid-intensity", FINANCE, Api, Body::Csv(grid.clone()), CREATED),
         route("POST", "/api/v1/reports", FINANCE, Api, Body::Json(report), CREATED),
         route("GET", "/api/v1/reports", FINANCE, Api, Body::None, OK),
         route("GET", format!("/api/v1/reports/{report_id}"), FINANCE, Api, Body::None, OK),
@@ -321,6 +325,7 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         ("scenario", VIEWER, form(&[("id", scenario_id)])),
         ("rename_scenario", PLANNER, form(&[("id", scenario_id), ("name", "roles page rename")])),
         ("price_catalog", VIEWER, form(&[])),
+        ("grid_table", VIEWER, form(&[])),
         ("save_scenario", PLANNER, form(&[("kind", "planner"), ("name", "roles page scenario"), ("query", "")])),
         ("import_prices", FINANCE, form(&[("csv", catalog.as_str())])),
         ("reports", FINANCE, form(&[])),

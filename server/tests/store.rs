@@ -648,7 +648,7 @@ async fn measurements_stored_before_partitions_are_moved_into_them() {
         }
         // Retention opens a store without migrating it, and refuses an older schema.
         let err = Store::connect_current(&db.url).await.unwrap_err().to_string();
-        assert!(err.contains("at migration 6 and this build's at 10"), "{backend}: {err}");
+        assert!(err.contains("at migration 6 and this build's at 11"), "{backend}: {err}");
         let store = Store::connect(&db.url).await.expect("0007 applies over stored runs");
         Store::connect_current(&db.url).await.expect("now current").close().await;
         for (id, means) in [

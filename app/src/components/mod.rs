@@ -3,5 +3,6 @@
 
 pub mod charts;
 pub mod form;
+pub mod grid_picker;
 pub mod llm_check;
 pub mod service_picker;

@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use model::format::{count, grouped, points, usd};
+use model::plan::carbon::{Carbon, CarbonInput, carbon};
 use model::plan::cost::{
     Amortization, AmortizationInput, BreakEven, BreakEvenInput, CapacityCost, CapacityInput, LatencySlo, SizedBy,
     amortize, break_even, capacity_cost,
@@ -18,12 +19,18 @@ use model::plan::uncertainty::{Dist, Uncertainty, UncertaintyInput, simulate};
 use model::units::{HOURS_PER_MONTH, PerMonth, PerSecond, Seconds, Usd, UsdPerHour};
 
 use crate::components::charts::{Band, LineChart, Rule as ChartRule, Series, line_chart, tornado};
-use crate::components::form::{FieldSpec, FlagField, Form, NumberField, Rule};
+use crate::components::form::{ChoiceField, FieldSpec, FlagField, Form, NumberField, Rule};
+use crate::components::grid_picker::{self, GridPicker, significant};
 use crate::components::service_picker::ServicePicker;
 use crate::data::{MeasuredNode, MeasuredService};
 use crate::pages::scenarios::SaveScenario;
 
 pub const KIND: &str = "planner";
+
+/// Where a replica's power figure came from, as the carbon fields offer it.
+const POWER_SOURCES: &[&str] = &["entered", "rated", "measured"];
+const POWER_SOURCE_LABELS: &[&str] =
+    &["entered", "the datasheet's rated power (an upper bound)", "measured on the node"];
 
 pub const FIELDS: &[FieldSpec] = &[
     FieldSpec { key: "requests", label: "Requests per month", unit: "requests", default: "50M", rule: Rule::Positive },
@@ -143,6 +150,24 @@ pub const FIELDS: &[FieldSpec] = &[
         default: "150",
         rule: Rule::NonNegative,
     },
+    FieldSpec {
+        key: "power_w",
+        label: "Average power of one replica",
+        unit: "W",
+        default: "300",
+        rule: Rule::NonNegative,
+    },
+    FieldSpec {
+        key: "power_source",
+        label: "That power figure is",
+        unit: "",
+        default: "entered",
+        rule: Rule::Choice(POWER_SOURCES),
+    },
+    grid_picker::CARBON,
+    grid_picker::REGION,
+    grid_picker::GRID,
+    grid_picker::PUE,
     FieldSpec { key: "optimize", label: "Consider distillation or QAT", unit: "", default: "1", rule: Rule::Flag },
     FieldSpec {
         key: "extra",
@@ -192,6 +217,8 @@ pub struct Plan {
     pub uncertainty: Option<Uncertainty>,
     /// (month, P10, P50, P90) of the baseline's monthly spend.
     pub spend_band: Vec<(f64, f64, f64, f64)>,
+    /// The replicas' energy and emissions, when counted, and how they were found.
+    pub carbon: Option<(Carbon, String)>,
 }
 
 /// The plan for these inputs, or every reason it cannot be made.
@@ -284,6 +311,10 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
     } else {
         (c.num("serving"), "entered".to_string(), None)
     };
+    let carbon = match &capacity {
+        Some((cost, _)) if form.flag("carbon") => Some(carbon_of(&mut c, cost.replicas, requests)?),
+        _ => None,
+    };
     let optimize = form.flag("optimize");
     let (extra, saving, accuracy) =
         if optimize { (c.num("extra"), c.num("saving") / 100.0, c.num("accuracy") / 100.0) } else { (0.0, 0.0, 0.0) };
@@ -374,7 +405,54 @@ pub fn plan_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         optimized,
         uncertainty,
         spend_band,
+        carbon,
     })
+}
+
+/// The energy and emissions of `replicas` serving `requests` a month, from the carbon fields,
+/// with the sentence that says how.
+fn carbon_of(c: &mut Collect<'_>, replicas: u32, requests: f64) -> Result<(Carbon, String), Vec<String>> {
+    let watts = c.num("power_w");
+    let grid = c.num("grid");
+    let pue = c.num("pue");
+    if !c.errors.is_empty() {
+        return Err(std::mem::take(&mut c.errors));
+    }
+    let power_source = match c.form.text("power_source").as_str() {
+        "rated" => PowerSource::Rated,
+        "measured" => PowerSource::Measured,
+        _ => PowerSource::Entered,
+    };
+    let input = CarbonInput {
+        replicas: f64::from(replicas),
+        power_watts: watts,
+        power_source,
+        pue,
+        grid_g_co2e_per_kwh: grid,
+        requests_per_month: requests,
+    };
+    let label = |field: &str| match field {
+        "power_watts" => "Average power of one replica",
+        "pue" => "Data centre PUE",
+        "grid_g_co2e_per_kwh" => "Grid emissions",
+        _ => "Emissions",
+    };
+    let figure = carbon(&input).map_err(|e| vec![format!("{}: {}", label(&e.field), e.reason)])?;
+    let source = match power_source {
+        PowerSource::Rated => "rated, an upper bound",
+        PowerSource::Measured => "measured",
+        PowerSource::Entered => "entered",
+    };
+    let region = c.form.text("grid_region");
+    let grid_from = if region.is_empty() { "entered".to_string() } else { region };
+    let note = format!(
+        "{replicas} replica{} × {} W ({source}) × PUE {pue} × {HOURS_PER_MONTH:.0} hours, on a grid of {} g CO2e per kWh ({grid_from}). \
+         Idle replicas draw power too; making the servers (embodied emissions) is not counted.",
+        if replicas == 1 { "" } else { "s" },
+        watts,
+        significant(grid),
+    );
+    Ok((figure, note))
 }
 
 impl Plan {
@@ -765,6 +843,21 @@ pub fn PlannerPage() -> impl IntoView {
                 </Show>
                 }.into_any()}
                 {view! {
+                <Show when=move || form.flag("derive")>
+                <fieldset>
+                    <legend>"Carbon"</legend>
+                    <FlagField form key="carbon"/>
+                    <Show when=move || form.flag("carbon")>
+                        <NumberField form key="power_w" hint="One replica's average draw, GPUs and host together; idle replicas draw power too."/>
+                        <ChoiceField form key="power_source" labels=POWER_SOURCE_LABELS/>
+                        <GridPicker form/>
+                        <NumberField form key="grid"/>
+                        <NumberField form key="pue" hint="The facility's energy over the servers': about 1.1 to 1.2 for the large clouds, 1.5 to 2 for a server room."/>
+                    </Show>
+                </fieldset>
+                </Show>
+                }.into_any()}
+                {view! {
                 <fieldset>
                     <legend>"Distillation or quantization-aware training"</legend>
                     <FlagField form key="optimize"/>
@@ -818,10 +911,9 @@ fn SpreadField(form: Form, key: &'static str, value: Signal<Option<f64>>, show: 
     view! { <NumberField form key live_hint=Signal::derive(move || range().unwrap_or_default())/> }
 }
 
-/// A positive figure to three significant digits, as a field's text (0.0423, 12.5, 1250).
-fn significant(x: f64) -> String {
-    let decimals = (2 - x.abs().log10().floor() as i32).clamp(0, 12) as usize;
-    format!("{x:.decimals$}")
+/// A quantity as people read it: three significant digits below 100, whole and grouped above.
+fn quantity(x: f64) -> String {
+    if x.abs() < 100.0 { significant(x) } else { grouped(x) }
 }
 
 /// Picks a service the endpoint suite measured: its throughput per replica, concurrency and
@@ -840,6 +932,11 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
             }
             if let Some(h) = n.hourly_usd {
                 form.signal("hourly").set(format!("{h}"));
+            }
+            // Its power under load where the node measured it (CPU packages and DRAM).
+            if let Some(watts) = n.power.as_ref().and_then(|(p, _)| p.busy_watts.or(p.idle_watts)) {
+                form.signal("power_w").set(format!("{watts:.0}"));
+                form.signal("power_source").set("measured".into());
             }
             // The catalog's commitment and spot prices for its type, as discounts off the price
             // just put in "Price of one replica" (the operator's, else the catalog's on demand),
@@ -869,7 +966,7 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
                     view! { <option value=id.clone() selected=move || node.get() == id>{label}</option> }
                 }).collect_view()}
             </select>
-            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size) and its price where one is known, and the discounts under “Buying the replicas” from the price catalog's commitment and spot prices for its instance type where it lists them (their defaults where not; an offer dearer than the price counts as no discount)."</p>
+            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size), its price where one is known, its power under load where its latest system run could read it (RAPL: CPU packages and DRAM, not GPUs), and the discounts under “Buying the replicas” from the price catalog's commitment and spot prices for its instance type where it lists them (their defaults where not; an offer dearer than the price counts as no discount)."</p>
         </div>
     }
 }
@@ -897,6 +994,7 @@ fn PlanView(p: Plan, form: Form, buying: Memo<Option<Result<Buying, String>>>) -
             {p.optimized.clone().map(|(o, be)| view! { <Verdict o be/> })}
         </div>
         {p.capacity.clone().map(|(c, _)| view! { <Capacity c note=p.latency_note.clone()/> })}
+        {p.carbon.clone().map(|(c, note)| view! { <Emissions c note/> })}
         {move || buying.get().map(|b| view! { <PurchaseOptions b/> })}
         <p class="note" data-out="serving-note">{format!("Serving cost per request: {} — {}.", usd(p.serving), p.serving_note)}</p>
         {p.uncertainty.clone().map(|u| view! {
@@ -934,6 +1032,27 @@ fn Capacity(c: CapacityCost, note: String) -> impl IntoView {
                 <dd data-out="idle">{format!("{} a month", usd(c.monthly_idle_usd.0))}</dd>
                 {c.latency_at_quantile_s.map(|l| view! { <dt>"Latency at p99 (model)"</dt><dd data-out="p99">{model::format::seconds(l.0)}</dd><dd class="sub" data-out="p99-note">{note.clone()}</dd> })}
             </dl>
+        </div>
+    }
+}
+
+/// The replicas' energy and emissions, per 1,000 requests and a month.
+#[component]
+fn Emissions(c: Carbon, note: String) -> impl IntoView {
+    let per_1000 =
+        c.co2e_g_per_1000_requests.map(|g| format!("{} g CO2e", significant(g))).unwrap_or_else(|| "—".into());
+    view! {
+        <div class="card metric" data-card="carbon">
+            <h2>"Emissions per 1,000 requests"</h2>
+            <p class="big" data-out="co2e-per-1000">{per_1000}</p>
+            <dl>
+                <dt>"A month"</dt>
+                <dd data-out="co2e-month">{format!("{} kg CO2e", quantity(c.co2e_kg_per_month))}</dd>
+                <dt>"Energy a month"</dt>
+                <dd data-out="energy-month">{format!("{} kWh", quantity(c.facility_kwh_per_month))}</dd>
+                {c.wh_per_request.map(|wh| view! { <dt>"Per request"</dt><dd data-out="wh-per-request">{format!("{} Wh", significant(wh))}</dd> })}
+            </dl>
+            <p class="sub" data-out="carbon-note">{note}</p>
         </div>
     }
 }
@@ -1261,6 +1380,40 @@ mod tests {
             assert_eq!(plan(&bad, &[]).unwrap_err(), vec!["Minimum replicas: must be a whole number".to_string()]);
             let unreachable = form(&[("derive", "1"), ("throughput", "400"), ("slo_ms", "0.1")]);
             assert!(plan(&unreachable, &[]).unwrap_err()[0].starts_with("Latency SLO (p99): is below"));
+        })
+    }
+
+    #[test]
+    fn emissions_are_the_replicas_power_on_the_grid() {
+        owned(|| {
+            // 5 replicas (1,000 requests/s at 400 a replica, 60 %) × 300 W × 1.2 × 730 h =
+            // 1,314 kWh a month; × 400 g = 525.6 kg over 2,628M requests = 0.2 g per 1,000.
+            let base = [("derive", "1"), ("requests", "2628M"), ("hourly", "2.50"), ("throughput", "400")];
+            let with = |more: &[(&'static str, &'static str)]| {
+                let pairs: Vec<(&str, &str)> = base.iter().chain(more).copied().collect();
+                plan(&form(&pairs), &[])
+            };
+            assert!(with(&[]).unwrap().carbon.is_none(), "not counted unless asked");
+            let p = with(&[
+                ("carbon", "1"),
+                ("power_w", "300"),
+                ("pue", "1.2"),
+                ("grid", "400"),
+                ("power_source", "rated"),
+            ])
+            .unwrap();
+            let (c, note) = p.carbon.unwrap();
+            assert!((c.facility_kwh_per_month - 1314.0).abs() < 1e-9, "{c:?}");
+            assert!((c.co2e_kg_per_month - 525.6).abs() < 1e-9);
+            assert!((c.co2e_g_per_1000_requests.unwrap() - 0.2).abs() < 1e-12);
+            assert!(note.starts_with("5 replicas × 300 W (rated, an upper bound) × PUE 1.2"), "{note}");
+            assert!(note.contains("400 g CO2e per kWh (entered)"), "{note}");
+            let err = with(&[("carbon", "1"), ("pue", "0.5")]).unwrap_err();
+            assert_eq!(err, vec!["Data centre PUE: must be between 1 and 5".to_string()]);
+            let err = with(&[("carbon", "1"), ("grid", "abc")]).unwrap_err();
+            assert!(err[0].starts_with("Grid emissions:"), "{err:?}");
+            // Without hardware there are no replicas to count.
+            assert!(plan(&form(&[("carbon", "1")]), &[]).unwrap().carbon.is_none());
         })
     }
 

@@ -4,11 +4,11 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 use model::calendar::Date;
-use model::format::{usd, utc_minute};
+use model::format::{grouped, usd, utc_minute};
 use model::money::to_usd;
 
 use crate::components::charts::stacked_bars;
-use crate::data::{ReportsView, TeamChargeView, report_from_scenarios, reports_page};
+use crate::data::{EmissionsView, ReportsView, TeamChargeView, report_from_scenarios, reports_page};
 use crate::pages::scenarios::clean;
 
 #[component]
@@ -43,6 +43,7 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
     let from = RwSignal::new(first.to_string());
     let to = RwSignal::new(last.to_string());
     let newest = v.reports.first().cloned();
+    let emissions = v.emissions.clone();
     // Why the report cannot be built yet, said beside the disabled button.
     let scenarios = v.planner_scenarios;
     let blocked = move || -> Option<String> {
@@ -72,6 +73,7 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
                         <p class="sub">{format!("{} deployment{}, price catalog v{}", r.deployments, if r.deployments == 1 { "" } else { "s" }, r.catalog_version)}</p>
                         <Downloads lead="" base=format!("/api/v1/reports/{id}")/>
                     </div>
+                    {emissions.clone().map(|e| view! { <Emissions e/> })}
                     <div class="card metric">
                         <h2>"Open recommendations would save"</h2>
                         <dl>
@@ -130,6 +132,30 @@ fn Reports(v: ReportsView, builder: Build) -> impl IntoView {
                 </div>
             }.into_any()
         }}
+    }
+}
+
+/// The newest report's energy and emissions, over the deployments that gave their power.
+#[component]
+fn Emissions(e: EmissionsView) -> impl IntoView {
+    let kg = if e.co2e_kg < 100.0 { format!("{:.1}", e.co2e_kg) } else { grouped(e.co2e_kg) };
+    let grid = if e.grid_version > 0 {
+        format!("grid-intensity table v{}", e.grid_version)
+    } else {
+        "grid figures as entered".into()
+    };
+    view! {
+        <div class="card metric" data-card="emissions">
+            <h2>"Emissions over the period"</h2>
+            <p class="big" data-out="report-co2e">{format!("{kg} kg CO2e")}</p>
+            <p class="sub" data-out="report-co2e-note">{format!(
+                "{} kWh{}; {} of {} deployments gave their power; {grid}. Location-based; making the servers is not counted.",
+                grouped(e.energy_kwh),
+                e.g_per_1000_requests.map(|g| format!(", {g:.3} g per 1,000 requests")).unwrap_or_default(),
+                e.counted,
+                e.deployments,
+            )}</p>
+        </div>
     }
 }
 

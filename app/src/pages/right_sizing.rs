@@ -11,13 +11,14 @@ use leptos_router::hooks::use_query_map;
 use model::format::{bytes, points, seconds, usd, utc_minute};
 use model::plan::memory::Precision;
 use model::plan::rightsize::{
-    Configuration, Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source, right_size,
+    Configuration, Grid, Hardware, ModelShape, PerfPoint, RightSizeInput, RightSizing, Source, right_size,
 };
 use model::units::{Bytes, PerSecond, Seconds, UsdPerHour};
 use model::wire::view::PURCHASE_OPTIONS;
 
 use crate::components::charts::{LineChart, Rule as ChartRule, Series, line_chart};
 use crate::components::form::{ChoiceField, FieldSpec, FlagField, Form, NumberField, Rule};
+use crate::components::grid_picker::{self, GridPicker};
 use crate::components::service_picker::ServicePicker;
 use crate::data::{MeasuredNode, MeasuredService};
 use crate::pages::scenarios::SaveScenario;
@@ -92,7 +93,23 @@ pub const FIELDS: &[FieldSpec] = &[
         rule: Rule::Positive,
     },
     FieldSpec { key: "m_cv", label: "Service-time variation (cv)", unit: "", default: "0.3", rule: Rule::NonNegative },
+    FieldSpec {
+        key: "m_power",
+        label: "Average power of one replica",
+        unit: "W, 0 if unknown",
+        default: "0",
+        rule: Rule::NonNegative,
+    },
+    grid_picker::CARBON,
+    grid_picker::REGION,
+    grid_picker::GRID,
+    grid_picker::PUE,
+    FieldSpec { key: "objective", label: "Recommend", unit: "", default: "cost", rule: Rule::Choice(OBJECTIVES) },
 ];
+
+/// What the headline recommendation minimises, once emissions are counted.
+const OBJECTIVES: &[&str] = &["cost", "emissions"];
+const OBJECTIVE_LABELS: &[&str] = &["the cheapest configuration", "the configuration that emits least"];
 
 /// The candidates and the search over them.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,6 +120,8 @@ pub struct Sizing {
     pub quantile: f64,
     /// The measured service sized, when one was picked.
     pub service: Option<MeasuredService>,
+    /// Whether the headline is the configuration that emits least rather than the cheapest.
+    pub greenest: bool,
 }
 
 /// Memory is not checked for a measured service: it was measured whole, as deployed.
@@ -143,8 +162,10 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         let memory = num("m_memory") * 1024f64.powi(3);
         let latency = num("m_latency") / 1e3;
         let cv = num("m_cv");
-        (price, memory, latency, cv)
+        let power = Some(num("m_power")).filter(|w| *w > 0.0);
+        (price, memory, latency, cv, power)
     });
+    let grid = form.flag("carbon").then(|| Grid { g_co2e_per_kwh: num("grid"), pue: num("pue") });
     if !picked.is_empty() && service.is_none() {
         // Not a silent fall-back to the reference model: the sizing would not be of the service.
         errors.push("Your service: no stored load test has that run id; pick another, or none".into());
@@ -178,6 +199,17 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
             };
             let mut hw = n.hardware.clone();
             hw.hourly_usd = UsdPerHour(price);
+            // Its power under load where its latest system run could read it: CPU packages and
+            // DRAM (RAPL), given only for nodes without GPUs.
+            let measured = n.power.as_ref().and_then(|(p, run)| Some((p.busy_watts?, run)));
+            hw.power_watts = measured.map(|(w, _)| w);
+            let power = match (measured, grid.is_some()) {
+                (Some((w, run)), true) => {
+                    format!("; power {w:.0} W measured under load (RAPL, run {})", &run[..8.min(run.len())])
+                }
+                (None, true) => "; power not measured (no RAPL on the node, or it has GPUs): emissions unknown".into(),
+                (_, false) => String::new(),
+            };
             for p in &mut hw.perf {
                 p.service_time_mean_s = Seconds(p.service_time_mean_s.0 * scale);
             }
@@ -186,7 +218,7 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
                 others => format!(", the newest of {} nodes of this type", others + 1),
             };
             let note = format!(
-                "the agent's reference model (not yours) measured on {}{newest_of} (run {}, {}); {note}",
+                "the agent's reference model (not yours) measured on {}{newest_of} (run {}, {}); {note}{power}",
                 n.hostname,
                 &n.run_id[..8.min(n.run_id.len())],
                 utc_minute(n.run_started_at_ms)
@@ -220,11 +252,12 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
                     accuracy_delta: 0.0,
                     concurrency: m.concurrency.max(1),
                 }],
+                power_watts: None,
             },
             note,
         ));
     }
-    if let Some((price, memory, latency, cv)) = manual {
+    if let Some((price, memory, latency, cv, power)) = manual {
         let precision = Precision::parse(&form.text("m_precision")).unwrap_or(Precision::Fp32);
         let name = form.text("m_name");
         hardware.push((
@@ -241,8 +274,12 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
                     accuracy_delta: 0.0,
                     concurrency: 1,
                 }],
+                power_watts: power,
             },
-            "entered by hand".to_string(),
+            match (power, grid.is_some()) {
+                (Some(w), true) => format!("entered by hand; power {w} W entered"),
+                _ => "entered by hand".to_string(),
+            },
         ));
     }
     if hardware.is_empty() {
@@ -258,9 +295,17 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
         headroom_fraction: 0.1,
         max_replicas: 1000,
         hardware: hardware.iter().map(|(h, _)| h.clone()).collect(),
+        grid,
     };
-    let result = right_size(&input).map_err(|e| vec![format!("{}: {}", e.field, e.reason)])?;
-    Ok(Sizing { hardware, result, slo_s: slo, quantile, service })
+    let label = |field: &str| match field {
+        "grid.pue" => "Data centre PUE".to_string(),
+        "grid.g_co2e_per_kwh" => "Grid emissions".to_string(),
+        f if f.ends_with(".power_watts") => "Average power of one replica".to_string(),
+        f => f.to_string(),
+    };
+    let result = right_size(&input).map_err(|e| vec![format!("{}: {}", label(&e.field), e.reason)])?;
+    let greenest = form.text("objective") == "emissions" && grid.is_some();
+    Ok(Sizing { hardware, result, slo_s: slo, quantile, service, greenest })
 }
 
 /// Monthly cost against latency at the SLO quantile, one series per instance type.
@@ -388,6 +433,22 @@ pub fn RightSizingPage() -> impl IntoView {
                         <ChoiceField form key="m_precision" labels=&["FP32", "FP16", "BF16", "INT8"]/>
                         <NumberField form key="m_latency"/>
                         <NumberField form key="m_cv"/>
+                        <Show when=move || form.flag("carbon")>
+                            <NumberField form key="m_power" hint="Its average draw, to count its emissions."/>
+                        </Show>
+                    </Show>
+                </fieldset>
+                }.into_any()}
+                {view! {
+                <fieldset>
+                    <legend>"Carbon"</legend>
+                    <FlagField form key="carbon"/>
+                    <Show when=move || form.flag("carbon")>
+                        <GridPicker form/>
+                        <NumberField form key="grid"/>
+                        <NumberField form key="pue"/>
+                        <ChoiceField form key="objective" labels=OBJECTIVE_LABELS/>
+                        <p class="hint">"Emissions count where a candidate's power is known: measured under load on a node without GPUs (RAPL), or entered for a candidate by hand. Idle replicas draw power too; making the servers is not counted."</p>
                     </Show>
                 </fieldset>
                 }.into_any()}
@@ -454,10 +515,26 @@ fn SizingView(s: Sizing) -> impl IntoView {
     let chart = pareto_chart(&s);
     let q = quantile_label(s.quantile);
     let cheapest = s.result.cheapest.clone();
+    let greenest = s.result.lowest_emissions.clone();
     let service = s.service.clone();
+    let counted = s.hardware.iter().any(|(h, _)| h.power_watts.is_some());
+    let carbon = s.result.pareto.iter().any(|c| c.co2e_kg_per_month.is_some()) || greenest.is_some();
+    let headline = match (s.greenest, greenest.clone()) {
+        (true, Some(g)) => Some((g, true)),
+        _ => cheapest.clone().map(|c| (c, false)),
+    };
+    // The other objective's answer, where it differs.
+    let other = match (&headline, &cheapest, &greenest) {
+        (Some((h, true)), Some(c), _) if c != h => Some((c.clone(), false)),
+        (Some((h, false)), _, Some(g)) if g != h => Some((g.clone(), true)),
+        _ => None,
+    };
     view! {
-        {match cheapest {
-            Some(c) => view! { <Recommendation c q=q.clone() service/> }.into_any(),
+        {(s.greenest && greenest.is_none() && cheapest.is_some()).then(|| view! {
+            <p class="note" data-out="no-emissions">{if counted { "No feasible configuration has a known power, so the cheapest is shown." } else { "No candidate's power is known (measured on a node without GPUs, or entered by hand), so the cheapest is shown." }}</p>
+        })}
+        {match headline {
+            Some((c, green)) => view! { <Recommendation c q=q.clone() service=service.clone() green/> }.into_any(),
             None => view! {
                 <div class="card verdict bad" role="status">
                     <h2>"No configuration meets every constraint"</h2>
@@ -465,12 +542,13 @@ fn SizingView(s: Sizing) -> impl IntoView {
                 </div>
             }.into_any(),
         }}
+        {other.map(|(c, green)| view! { <Recommendation c q=q.clone() service green/> })}
         <div class="chart card" data-chart="pareto" inner_html=chart></div>
         <div class="card">
             <h2>"Alternatives on the Pareto front"</h2>
             <div tabindex="0" class="table-wrap">
                 <table class="stack wide alternatives">
-                    <thead><tr><th>"Instance"</th><th>"Precision"</th><th class="num">"Batch"</th><th class="num">"Replicas"</th><th class="num">"Monthly cost"</th><th class="num">{format!("P{q} latency")}</th><th class="num">"Utilization"</th><th class="num">"Accuracy"</th><th>"Figures"</th></tr></thead>
+                    <thead><tr><th>"Instance"</th><th>"Precision"</th><th class="num">"Batch"</th><th class="num">"Replicas"</th><th class="num">"Monthly cost"</th><th class="num">{format!("P{q} latency")}</th><th class="num">"Utilization"</th><th class="num">"Accuracy"</th>{carbon.then(|| view! { <th class="num">"kg CO2e / month"</th> })}<th>"Figures"</th></tr></thead>
                     <tbody>
                         {s.result.pareto.iter().map(|c| view! {
                             <tr>
@@ -482,6 +560,7 @@ fn SizingView(s: Sizing) -> impl IntoView {
                                 <td data-label="Latency" class="num">{seconds(c.latency_at_quantile_s.0)}</td>
                                 <td data-label="Utilization" class="num">{format!("{:.0} %", c.utilization * 100.0)}</td>
                                 <td data-label="Accuracy" class="num">{points(c.accuracy_delta)}</td>
+                                {carbon.then(|| view! { <td data-label="kg CO2e / month" class="num">{emissions_text(c)}</td> })}
                                 <td data-label="Figures">{source_label(&c.source)}</td>
                             </tr>
                         }).collect_view()}
@@ -521,17 +600,32 @@ fn SizingView(s: Sizing) -> impl IntoView {
     }
 }
 
+/// A configuration's emissions a month, or why there is no figure.
+fn emissions_text(c: &Configuration) -> String {
+    match c.co2e_kg_per_month {
+        Some(kg) if kg < 100.0 => format!("{kg:.1}"),
+        Some(kg) => model::format::grouped(kg),
+        None => "power unknown".into(),
+    }
+}
+
 #[component]
-fn Recommendation(c: Configuration, q: String, service: Option<MeasuredService>) -> impl IntoView {
+fn Recommendation(c: Configuration, q: String, service: Option<MeasuredService>, green: bool) -> impl IntoView {
     let yours = service.as_ref().filter(|m| is_service(&c, m));
+    let out = if green { "greenest" } else { "recommendation" };
     let precision = if yours.is_some() { "as deployed".to_string() } else { c.precision.as_str().to_string() };
     let latency = match yours {
         Some(m) => format!("{} (the M/G/c model's; {})", seconds(c.latency_at_quantile_s.0), m.error_words()),
         None => seconds(c.latency_at_quantile_s.0),
     };
     view! {
-        <div class="card metric verdict good" data-out="recommendation">
-            <h2>{if yours.is_some() { "Cheapest configuration of your service" } else { "Cheapest configuration" }}</h2>
+        <div class="card metric verdict good" data-out=out>
+            <h2>{match (green, yours.is_some()) {
+                (false, true) => "Cheapest configuration of your service",
+                (false, false) => "Cheapest configuration",
+                (true, true) => "Lowest-emission configuration of your service",
+                (true, false) => "Lowest-emission configuration",
+            }}</h2>
             <p class="big">{format!("{} × {}", c.replicas, c.instance_type)}</p>
             <dl>
                 <dt>"Precision"</dt><dd>{precision}</dd>
@@ -540,6 +634,7 @@ fn Recommendation(c: Configuration, q: String, service: Option<MeasuredService>)
                 <dt>{format!("P{q} latency")}</dt><dd data-out="latency">{latency}</dd>
                 <dt>"Utilization"</dt><dd>{format!("{:.0} %", c.utilization * 100.0)}</dd>
                 <dt>"Accuracy"</dt><dd>{points(c.accuracy_delta)}</dd>
+                {c.co2e_kg_per_month.is_some().then(|| view! { <dt>"Emissions"</dt><dd data-out="co2e">{format!("{} kg CO2e a month", emissions_text(&c))}</dd> })}
                 <dt>"Figures"</dt><dd>{source_label(&c.source)}</dd>
             </dl>
         </div>
@@ -631,6 +726,7 @@ mod tests {
                         accuracy_delta: 0.0,
                         concurrency: 1,
                     }],
+                    power_watts: None,
                 },
                 offers: offers
                     .iter()
@@ -640,6 +736,7 @@ mod tests {
                         source: format!("price catalog v3 ({o} sheet, as of 2026-11-01)"),
                     })
                     .collect(),
+                power: None,
             };
             let nodes = [node("c7i.2xlarge", &[("on_demand", 1.0), ("one_year", 0.6)]), node("c7g.2xlarge", &[])];
             let priced = |option: &str| {
@@ -660,6 +757,74 @@ mod tests {
             assert!(priced("on_demand").iter().all(|(p, note)| *p == 1.0 && !note.contains("commitment")));
             let errors = size(&form(&[("option", "reserved")]), &nodes).unwrap_err();
             assert!(errors[0].starts_with("Purchase option: must be one of"), "{errors:?}");
+        })
+    }
+
+    #[test]
+    fn with_emissions_counted_the_headline_can_be_the_configuration_that_emits_least() {
+        use model::wire::measured::PowerDigest;
+        owned(|| {
+            let node = |name: &str, price: f64, watts: Option<f64>| MeasuredNode {
+                node_id: format!("id-{name}"),
+                hostname: name.into(),
+                run_id: "1c0ffee0-0000-4000-8000-000000000000".into(),
+                run_started_at_ms: 0,
+                hourly_usd: Some(price),
+                price_source: "the node's operator".into(),
+                best_throughput_rps: Some(1000.0),
+                others_of_type: 0,
+                hardware: Hardware {
+                    instance_type: name.into(),
+                    hourly_usd: UsdPerHour(price),
+                    device_memory_bytes: Bytes(16.0 * 1024f64.powi(3)),
+                    source: Source::Measured { run_ids: vec![] },
+                    perf: vec![PerfPoint {
+                        precision: Precision::Fp32,
+                        batch_size: 1,
+                        service_time_mean_s: Seconds(0.001),
+                        service_time_cv: 0.5,
+                        accuracy_delta: 0.0,
+                        concurrency: 1,
+                    }],
+                    power_watts: None,
+                },
+                offers: vec![],
+                power: watts.map(|w| {
+                    (
+                        PowerDigest { idle_watts: Some(w / 3.0), busy_watts: Some(w), zones: "package-0".into() },
+                        "5e1f0000-aaaa".into(),
+                    )
+                }),
+            };
+            let nodes = [node("hot", 1.0, Some(300.0)), node("cool", 1.5, Some(50.0)), node("unknown", 0.5, None)];
+            let carbon = [("carbon", "1"), ("grid", "400"), ("pue", "1.2"), ("scale", "1"), ("fallback_price", "1")];
+            let s = size(&form(&carbon), &nodes).unwrap();
+            assert!(!s.greenest, "the cheapest unless asked");
+            assert_eq!(s.result.cheapest.as_ref().unwrap().instance_type, "unknown");
+            let green = s.result.lowest_emissions.clone().unwrap();
+            assert_eq!(green.instance_type, "cool");
+            // Its replicas × 50 W × 1.2 × 730 h × 0.4 kg/kWh.
+            let kg = f64::from(green.replicas) * 0.05 * 1.2 * 730.0 * 0.4;
+            assert!((green.co2e_kg_per_month.unwrap() - kg).abs() < 1e-9);
+            assert!(
+                s.hardware[0].1.ends_with("; power 300 W measured under load (RAPL, run 5e1f0000)"),
+                "{}",
+                s.hardware[0].1
+            );
+            assert!(s.hardware[2].1.contains("power not measured"), "{}", s.hardware[2].1);
+            let asked: Vec<(&str, &str)> = carbon.iter().copied().chain([("objective", "emissions")]).collect();
+            assert!(size(&form(&asked), &nodes).unwrap().greenest);
+            // Without counting emissions no figure is given, and a bad PUE is named.
+            let plain = size(&form(&[("scale", "1")]), &nodes).unwrap();
+            assert!(
+                plain.result.lowest_emissions.is_none() && plain.hardware.iter().all(|(_, n)| !n.contains("power"))
+            );
+            let bad: Vec<(&str, &str)> =
+                carbon.iter().map(|&(k, v)| if k == "pue" { (k, "0.5") } else { (k, v) }).collect();
+            assert_eq!(
+                size(&form(&bad), &nodes).unwrap_err(),
+                vec!["Data centre PUE: must be between 1 and 5".to_string()]
+            );
         })
     }
 }

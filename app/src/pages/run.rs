@@ -485,6 +485,7 @@ fn stat_text(m: &Measurement) -> String {
             Unit::FlopPerSecond => format!("{:.2} GFLOP/s", s.p50 / 1e9),
             Unit::RequestsPerSecond => format!("{:.1} req/s", s.p50),
             Unit::TokensPerSecond => format!("{:.0} tokens/s", s.p50),
+            Unit::Watts => format!("{:.1} W", s.p50),
             Unit::Ratio if m.is(Case::MlpAccuracyDelta) => accuracy_points(s.p50),
             _ => format!("{:.4}", s.p50),
         },

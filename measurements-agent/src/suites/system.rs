@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::path::Path;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use model::{Measurement, MeasurementStatus, Suite, Unit};
 
 use super::{Benchmark, Effort, Progress};
+use crate::power::Rapl;
 use crate::stats::summarize;
 
 pub struct System;
@@ -29,10 +31,55 @@ impl Benchmark for System {
     fn run(&self, effort: Effort, progress: &mut Progress) -> anyhow::Result<Vec<Measurement>> {
         let samples = if effort.quick { 10 } else { 40 };
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let rapl = Rapl::open(Path::new(crate::power::POWERCAP));
+        // Idle first, before the copies warm anything.
+        let mut power = Vec::new();
+        if let Ok(rapl) = &rapl {
+            let window = if effort.quick { Duration::from_millis(500) } else { Duration::from_secs(2) };
+            match rapl.during(|| std::thread::sleep(window)) {
+                Ok((watts, took, ())) => power.push(power_case("idle", rapl, watts, took)),
+                Err(reason) => power.push(power_skipped(&reason)),
+            }
+        }
         let mut measurements: Vec<Measurement> = SIZES.iter().map(|&bytes| memcpy(bytes, samples)).collect();
         if threads > 1 {
             let per_thread = PARALLEL_BYTES.min(PARALLEL_TOTAL / threads).max(8 * 1024 * 1024);
-            measurements.push(memcpy_all_cores(per_thread, threads, samples));
+            // Every core copying memory is the busiest this suite makes the node: its power
+            // is the draw under load.
+            match &rapl {
+                Ok(rapl) => match rapl.during(|| memcpy_all_cores(per_thread, threads, samples)) {
+                    Ok((watts, took, m)) => {
+                        measurements.push(m);
+                        power.push(power_case("busy", rapl, watts, took));
+                    }
+                    Err(reason) => {
+                        measurements.push(memcpy_all_cores(per_thread, threads, samples));
+                        power.push(power_skipped(&reason));
+                    }
+                },
+                Err(_) => measurements.push(memcpy_all_cores(per_thread, threads, samples)),
+            }
+        }
+        match &rapl {
+            Err(reason) => {
+                progress.line(&format!("system: power not measured: {reason}"));
+                measurements.push(power_skipped(reason));
+            }
+            Ok(rapl) => {
+                for m in &power {
+                    if let Some(stats) = &m.stats {
+                        progress.line(&format!(
+                            "system: power {} → {:.1} W ({})",
+                            m.parameters["state"],
+                            stats.mean,
+                            rapl.describe()
+                        ));
+                    }
+                }
+                // One reason is enough where both reads failed alike.
+                power.dedup_by(|a, b| a.status == MeasurementStatus::Skipped && a.reason == b.reason);
+                measurements.extend(power);
+            }
         }
         for m in &measurements {
             if let Some(stats) = &m.stats {
@@ -111,6 +158,41 @@ fn memcpy_all_cores(bytes: usize, threads: usize, samples: usize) -> Measurement
             .collect::<Vec<f64>>()
     });
     bandwidth(parameters, &bandwidths)
+}
+
+/// The average power of the RAPL zones over a window in `state`.
+fn power_case(state: &str, rapl: &Rapl, watts: f64, took: Duration) -> Measurement {
+    Measurement {
+        suite: Suite::System,
+        case: model::Case::Power.as_str().into(),
+        parameters: BTreeMap::from([
+            ("source".to_string(), "rapl".to_string()),
+            ("state".to_string(), state.to_string()),
+            ("zones".to_string(), rapl.describe()),
+            ("window_s".to_string(), format!("{:.3}", took.as_secs_f64())),
+        ]),
+        unit: Unit::Watts,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(model::Stats::single(watts)),
+        floor: None,
+        histogram: None,
+    }
+}
+
+/// Power could not be read here, and why.
+fn power_skipped(reason: &str) -> Measurement {
+    Measurement {
+        suite: Suite::System,
+        case: model::Case::Power.as_str().into(),
+        parameters: BTreeMap::from([("source".to_string(), "rapl".to_string())]),
+        unit: Unit::Watts,
+        status: MeasurementStatus::Skipped,
+        reason: Some(reason.to_string()),
+        stats: None,
+        floor: None,
+        histogram: None,
+    }
 }
 
 /// A memcpy case's result from its per-sample bandwidths.

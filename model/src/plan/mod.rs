@@ -1,6 +1,7 @@
 //! The planning formulas: each a pure function of typed inputs, checked, with a property test.
 
 pub mod attribution;
+pub mod carbon;
 pub mod chargeback;
 pub mod checks;
 pub mod cost;

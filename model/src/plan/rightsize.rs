@@ -10,10 +10,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::FieldError;
-use crate::plan::checks::{ModelError, finite, non_negative, open_unit, positive, utilization_cap};
+use crate::plan::carbon;
+use crate::plan::checks::{ModelError, between, finite, non_negative, open_unit, positive, utilization_cap};
 use crate::plan::memory::{KvCache, Precision};
+use crate::plan::owned::PUE_RANGE;
 use crate::plan::queue::{Queue, Service, erlang_b};
-use crate::units::{Bytes, PerSecond, Seconds, UsdPerHour, UsdPerMonth};
+use crate::units::{Bytes, HOURS_PER_MONTH, PerSecond, Seconds, UsdPerHour, UsdPerMonth};
 
 /// Where a candidate's figures came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,6 +64,19 @@ pub struct Hardware {
     pub device_memory_bytes: Bytes,
     pub source: Source,
     pub perf: Vec<PerfPoint>,
+    /// One replica's average power draw, where known (measured, rated or entered): its
+    /// configurations then carry their emissions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_watts: Option<f64>,
+}
+
+/// The grid the replicas draw from, for their emissions ([`crate::plan::carbon`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Grid {
+    pub g_co2e_per_kwh: f64,
+    pub pue: f64,
 }
 
 /// The model being served.
@@ -94,6 +109,10 @@ pub struct RightSizeInput {
     #[serde(default = "default_max_replicas")]
     pub max_replicas: u32,
     pub hardware: Vec<Hardware>,
+    /// With a grid, configurations of hardware whose power is known carry their emissions, and
+    /// the one that emits least is named beside the cheapest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<Grid>,
 }
 
 /// Most perf points (over all hardware) one search considers; with [`crate::plan::queue::MAX_REPLICAS`]
@@ -122,6 +141,9 @@ pub struct Configuration {
     pub utilization: f64,
     pub accuracy_delta: f64,
     pub source: Source,
+    /// kg CO2e a month of its replicas, where the hardware's power and the grid are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub co2e_kg_per_month: Option<f64>,
 }
 
 /// Why an instance type × precision produced no configuration.
@@ -138,6 +160,10 @@ pub struct Rejection {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RightSizing {
     pub cheapest: Option<Configuration>,
+    /// The feasible configuration that emits least (among hardware whose power is known; the
+    /// cheaper of equals), when a grid is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowest_emissions: Option<Configuration>,
     /// Configurations no other beats on both monthly cost and latency, cheapest first.
     pub pareto: Vec<Configuration>,
     pub feasible: u64,
@@ -167,8 +193,23 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
         return Err(FieldError::new("hardware", format!("more than {MAX_PERF_POINTS} perf points in all")));
     }
     let per_sample = input.model.activation_bytes_per_sample + input.model.kv_cache.bytes_per_sample();
-    let mut result =
-        RightSizing { cheapest: None, pareto: Vec::new(), feasible: 0, evaluated: 0, rejected: Vec::new() };
+    if let Some(grid) = &input.grid {
+        carbon::grid_intensity("grid.g_co2e_per_kwh", grid.g_co2e_per_kwh)?;
+        between("grid.pue", grid.pue, PUE_RANGE.0, PUE_RANGE.1)?;
+    }
+    for (h, hw) in input.hardware.iter().enumerate() {
+        if let Some(watts) = hw.power_watts {
+            between(&format!("hardware[{h}].power_watts"), watts, 0.0, carbon::MAX_WATTS)?;
+        }
+    }
+    let mut result = RightSizing {
+        cheapest: None,
+        lowest_emissions: None,
+        pareto: Vec::new(),
+        feasible: 0,
+        evaluated: 0,
+        rejected: Vec::new(),
+    };
     let mut feasible = Vec::new();
     let mut unit_quantiles = UnitQuantiles::new(q);
     for (h, hw) in input.hardware.iter().enumerate() {
@@ -211,6 +252,13 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
         }
     }
     result.feasible = feasible.len() as u64;
+    let emissions = |c: &Candidate| emissions(input, c.hardware, c.replicas);
+    let greenest = feasible
+        .iter()
+        .filter_map(|c| Some((emissions(c)?, c)))
+        .min_by(|(a, x), (b, y)| a.total_cmp(b).then(x.monthly_cost.total_cmp(&y.monthly_cost)))
+        .map(|(_, c)| c.clone());
+    result.lowest_emissions = greenest.map(|c| c.resolve(input, q));
     // Cheapest first; among equal costs, the lowest latency bound first. The exact quantile is
     // computed only where the cheap lower bound says a candidate could join the front.
     feasible.sort_by(|a, b| a.monthly_cost.total_cmp(&b.monthly_cost).then(a.lower_bound.total_cmp(&b.lower_bound)));
@@ -231,11 +279,21 @@ pub fn right_size(input: &RightSizeInput) -> Result<RightSizing, ModelError> {
     Ok(result)
 }
 
+/// kg CO2e a month of `replicas` of hardware `h`, where its power and the grid are known.
+fn emissions(input: &RightSizeInput, h: usize, replicas: u32) -> Option<f64> {
+    let (grid, watts) = (input.grid?, input.hardware[h].power_watts?);
+    let kwh = carbon::facility_kwh(watts, grid.pue, f64::from(replicas) * HOURS_PER_MONTH).ok()?;
+    carbon::co2e_g(kwh, grid.g_co2e_per_kwh).ok().map(|g| g / 1000.0)
+}
+
 /// A feasible configuration (hardware and perf point by index) whose exact latency is not
 /// computed yet.
+#[derive(Clone)]
 struct Candidate {
     hardware: usize,
     point: usize,
+    /// Replicas (each of the point's concurrency in servers).
+    replicas: u32,
     monthly_cost: f64,
     queue: Queue,
     fill: f64,
@@ -248,11 +306,13 @@ impl Candidate {
         let hw = &input.hardware[self.hardware];
         let point = &hw.perf[self.point];
         let queue = &self.queue;
+        let co2e_kg_per_month = emissions(input, self.hardware, self.replicas);
         Configuration {
+            co2e_kg_per_month,
             instance_type: hw.instance_type.clone(),
             precision: point.precision,
             batch_size: point.batch_size,
-            replicas: queue.replicas / point.concurrency,
+            replicas: self.replicas,
             monthly_cost_usd: UsdPerMonth(self.monthly_cost),
             latency_at_quantile_s: Seconds(self.fill + queue.quantile(q)),
             utilization: queue.utilization(),
@@ -370,6 +430,7 @@ fn evaluate(
             return Ok(Candidate {
                 hardware: h,
                 point: p,
+                replicas: r,
                 monthly_cost,
                 queue,
                 fill,
@@ -428,6 +489,7 @@ mod tests {
                         point(Precision::Bf16, 8, 60.0, 0.0),
                         point(Precision::Int8, 8, 35.0, -0.004),
                     ],
+                    power_watts: None,
                 },
                 Hardware {
                     instance_type: "small-gpu".into(),
@@ -440,8 +502,10 @@ mod tests {
                         point(Precision::Int8, 4, 60.0, -0.004),
                         point(Precision::Int4, 8, 50.0, -0.03),
                     ],
+                    power_watts: None,
                 },
             ],
+            grid: None,
         }
     }
 
@@ -462,6 +526,42 @@ mod tests {
         assert!(result.pareto.windows(2).all(|w| w[0].monthly_cost_usd.0 <= w[1].monthly_cost_usd.0
             && w[0].latency_at_quantile_s.0 > w[1].latency_at_quantile_s.0));
         assert!(result.evaluated >= 6);
+    }
+
+    #[test]
+    fn with_a_grid_each_configuration_says_its_emissions_and_the_lowest_is_named() {
+        let mut case = input();
+        // The big GPU draws 700 W, the small one 72 W; on a 400 g/kWh grid at PUE 1.2.
+        case.hardware[0].power_watts = Some(700.0);
+        case.hardware[1].power_watts = Some(72.0);
+        let plain = right_size(&case).unwrap();
+        assert_eq!(plain.lowest_emissions, None, "no grid, no emissions");
+        assert!(plain.pareto.iter().all(|c| c.co2e_kg_per_month.is_none()));
+        case.grid = Some(Grid { g_co2e_per_kwh: 400.0, pue: 1.2 });
+        let result = right_size(&case).unwrap();
+        let kg = |c: &Configuration, watts: f64| f64::from(c.replicas) * watts / 1000.0 * 1.2 * 730.0 * 0.4;
+        for c in &result.pareto {
+            let watts = if c.instance_type == "big-gpu" { 700.0 } else { 72.0 };
+            assert!((c.co2e_kg_per_month.unwrap() - kg(c, watts)).abs() < 1e-9, "{c:?}");
+        }
+        let greenest = result.lowest_emissions.clone().unwrap();
+        assert!(greenest.latency_at_quantile_s.0 <= 0.2 && -greenest.accuracy_delta <= 0.01);
+        // No feasible configuration emits less (every replica count of either kind was tried).
+        let cheapest = result.cheapest.unwrap();
+        assert!(greenest.co2e_kg_per_month.unwrap() <= cheapest.co2e_kg_per_month.unwrap());
+        assert!(result.pareto.iter().all(|c| greenest.co2e_kg_per_month <= c.co2e_kg_per_month));
+        // Hardware without a power figure is never the lowest: it has no figure to compare.
+        case.hardware[1].power_watts = None;
+        let result = right_size(&case).unwrap();
+        assert_eq!(result.lowest_emissions.unwrap().instance_type, "big-gpu");
+        // Bad figures are named.
+        case.hardware[0].power_watts = Some(f64::NAN);
+        assert_eq!(right_size(&case).unwrap_err().field, "hardware[0].power_watts");
+        case.hardware[0].power_watts = Some(700.0);
+        case.grid = Some(Grid { g_co2e_per_kwh: 400.0, pue: 0.9 });
+        assert_eq!(right_size(&case).unwrap_err().field, "grid.pue");
+        case.grid = Some(Grid { g_co2e_per_kwh: -1.0, pue: 1.2 });
+        assert_eq!(right_size(&case).unwrap_err().field, "grid.g_co2e_per_kwh");
     }
 
     proptest::proptest! {
@@ -489,6 +589,7 @@ mod tests {
                     accuracy_delta: -0.002 * *p as f64,
                     concurrency: 1,
                 }],
+                power_watts: None,
             }).collect();
             let result = right_size(&case).unwrap();
             for config in &result.pareto {

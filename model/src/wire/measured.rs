@@ -69,6 +69,7 @@ pub fn hardware_from_perf(
             .into_iter()
             .map(|p| PerfPoint { service_time_mean_s: Seconds(p.service_time_mean_s.0 * service_time_scale), ..p })
             .collect(),
+        power_watts: None,
     })
 }
 
@@ -126,7 +127,7 @@ pub fn best_fp32_throughput(measurements: &[Measurement]) -> Option<f64> {
 
 /// Which reading of a run [`SuiteDigest`] holds. Raise it whenever [`digest`] would answer
 /// differently for the same measurements: the server then recomputes stored digests.
-pub const DIGEST_VERSION: i64 = 2;
+pub const DIGEST_VERSION: i64 = 3;
 
 /// What the pages read of one suite of one run, computed once when the run is stored so that
 /// a page over the fleet reads a row per node instead of every node's measurements.
@@ -147,6 +148,36 @@ pub struct SuiteDigest {
     /// Endpoint, of an OpenAI-compatible server: [`llm_digest`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmDigest>,
+    /// System: [`power_digest`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<PowerDigest>,
+}
+
+/// The power a node drew in a system run, where it could be read (RAPL: its CPU packages and
+/// their DRAM, not the GPUs, disks or fans).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerDigest {
+    /// Idle, before the suite's copies.
+    pub idle_watts: Option<f64>,
+    /// Every core copying memory: the draw under load.
+    pub busy_watts: Option<f64>,
+    /// What was counted, e.g. `package-0, package-0 dram`.
+    pub zones: String,
+}
+
+/// The measured power of a system run; `None` where it was skipped or is not finite.
+pub fn power_digest(measurements: &[Measurement]) -> Option<PowerDigest> {
+    let mut digest = PowerDigest { idle_watts: None, busy_watts: None, zones: String::new() };
+    for m in measurements.iter().filter(|m| m.suite == Suite::System && m.is(Case::Power)) {
+        let Some(watts) = ok(m).map(|s| s.mean).filter(|w| w.is_finite() && *w >= 0.0) else { continue };
+        match m.parameters.get("state").map(String::as_str) {
+            Some("idle") => digest.idle_watts = Some(watts),
+            Some("busy") => digest.busy_watts = Some(watts),
+            _ => continue,
+        }
+        digest.zones = m.parameters.get("zones").cloned().unwrap_or_default();
+    }
+    (digest.idle_watts.is_some() || digest.busy_watts.is_some()).then_some(digest)
 }
 
 /// A load test of an OpenAI-compatible server with the engine fitted on it and every step
@@ -211,6 +242,7 @@ pub fn digest_with(suite: Suite, run_id: &str, measurements: &[Measurement], fit
             llm: if fit_llm { llm_digest(measurements) } else { None },
             ..SuiteDigest::default()
         },
+        Suite::System => SuiteDigest { headline, power: power_digest(measurements), ..SuiteDigest::default() },
         _ => SuiteDigest { headline, ..SuiteDigest::default() },
     }
 }
@@ -394,6 +426,28 @@ mod tests {
             run_count: 1,
             memcpy_bytes_per_second: None,
         }
+    }
+
+    #[test]
+    fn a_system_runs_power_is_its_idle_and_busy_reads() {
+        let zones = [("source", "rapl"), ("zones", "package-0")];
+        let power = |state: &str, watts: f64| {
+            let mut p = m(Suite::System, "power", &[zones[0], zones[1], ("state", state)], watts, watts, watts);
+            p.unit = Unit::Watts;
+            p
+        };
+        let skipped = Measurement {
+            status: MeasurementStatus::Skipped,
+            stats: None,
+            reason: Some("no RAPL".into()),
+            ..power("idle", 0.0)
+        };
+        let run = [power("idle", 11.5), power("busy", 48.0), m(Suite::System, "memcpy", &[], 1e9, 1e9, 1e9)];
+        let d = power_digest(&run).unwrap();
+        assert_eq!((d.idle_watts, d.busy_watts, d.zones.as_str()), (Some(11.5), Some(48.0), "package-0"));
+        assert_eq!(digest(Suite::System, "r", &run).power, Some(d));
+        assert_eq!(power_digest(&[skipped]), None, "a node without RAPL has no power");
+        assert_eq!(power_digest(&[power("busy", f64::NAN), power("warm", 3.0)]), None);
     }
 
     #[test]

@@ -67,6 +67,7 @@ string_enum!(
         TokensPerSecond => "tokens_per_second",
         Count => "count",
         Ratio => "ratio",
+        Watts => "watts",
     }
 );
 
@@ -196,6 +197,9 @@ pub enum Case {
     EndpointAchievedRate,
     /// `endpoint`: the fraction of requests that failed.
     EndpointErrorRate,
+    /// `system`: average power the node drew over a window (`source` = `rapl`: CPU packages and
+    /// their DRAM; `state` = `idle` or `busy`, every core copying memory).
+    Power,
 }
 
 impl Case {
@@ -216,6 +220,7 @@ impl Case {
             Case::EndpointOfferedRate => "endpoint_offered_rate",
             Case::EndpointAchievedRate => "endpoint_achieved_rate",
             Case::EndpointErrorRate => "endpoint_error_rate",
+            Case::Power => "power",
         }
     }
 }

@@ -10,6 +10,8 @@
 //! | `POST /api/v1/scenarios`, `PATCH /api/v1/scenarios/{id}` (rename), `DELETE /api/v1/scenarios/{id}` | planner |
 //! | `GET /api/v1/prices`, `GET /api/v1/prices/versions` | viewer |
 //! | `POST /api/v1/prices` (CSV) | finance |
+//! | `GET /api/v1/grid-intensity`, `GET /api/v1/grid-intensity/versions` | viewer |
+//! | `POST /api/v1/grid-intensity` (CSV) | finance |
 //! | `POST /api/v1/reports`, `GET /api/v1/reports`, `GET /api/v1/reports/{id}[.csv|.xlsx|.parquet]` | finance |
 //! | `GET /api/v1/reports/{id}/chargeback[.csv|.xlsx|.parquet]`, `GET /api/v1/reports/{id}/forecast[…]` | finance |
 //! | `GET`/`PUT /api/v1/budgets`, `DELETE /api/v1/budgets/{id}` | finance |
@@ -21,6 +23,7 @@
 pub mod agents;
 pub mod alerts;
 pub mod budgets;
+pub mod grid;
 pub mod model;
 pub mod nodes;
 pub mod people;
@@ -48,6 +51,7 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(agents::router())
         .merge(alerts::router())
         .merge(budgets::router())
+        .merge(grid::router())
         .merge(people::router())
         .merge(model::router())
         .merge(prices::router())

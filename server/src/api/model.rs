@@ -164,6 +164,7 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
                 concurrency: 1,
             },
         ],
+        power_watts: None,
     };
     let cpu = Hardware {
         instance_type: "c7i.2xlarge".into(),
@@ -178,6 +179,7 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
             accuracy_delta: -0.004,
             concurrency: 1,
         }],
+        power_watts: None,
     };
     vec![
         (
@@ -228,6 +230,7 @@ pub fn examples() -> Vec<(&'static str, serde_json::Value)> {
                 headroom_fraction: 0.1,
                 max_replicas: 1000,
                 hardware: vec![a10, cpu],
+                grid: None,
             }),
         ),
         (

@@ -76,7 +76,20 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
         else {
             continue;
         };
+        // RAPL counts CPU packages and DRAM: a node's power only where that is its compute (a
+        // node with GPUs draws most of its power in them, which RAPL does not see).
+        let power = if node.gpus.is_empty() {
+            store
+                .node_digests(&node.node_id, Suite::System, 1)
+                .await?
+                .into_iter()
+                .next()
+                .and_then(|d| Some((d.digest.power?, d.run_id.to_string())))
+        } else {
+            None
+        };
         nodes.push(MeasuredNode {
+            power,
             node_id: node.node_id.clone(),
             hostname: node.hostname.clone(),
             run_id,

@@ -51,14 +51,7 @@ pub async fn replace(store: &Store, caller: &Caller, csv: &str) -> Result<Result
             tracing::info!(version, rows = rows.len(), by = name, "price catalog imported");
             Ok(Ok(Imported { version, rows: rows.len() }))
         }
-        Err(errors) => Ok(Err(Rejected {
-            error: format!(
-                "{} problem{} in the catalog; nothing was imported",
-                errors.len(),
-                if errors.len() == 1 { "" } else { "s" }
-            ),
-            errors,
-        })),
+        Err(errors) => Ok(Err(rejected("the catalog", errors))),
     }
 }
 
@@ -95,6 +88,18 @@ pub async fn import(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Finance)?;
+    let bytes = csv_body(&headers, body, "the catalog", MAX_CATALOG_BYTES)?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| ApiError::BadRequest(format!("the CSV is not UTF-8: {e}")))?;
+    Ok(imported(replace(&state.store, &caller, text).await?))
+}
+
+/// A CSV upload's bytes: refused unless it says `text/csv` and fits in `limit`.
+pub(crate) fn csv_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    what: &str,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     let is_csv = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -103,18 +108,33 @@ pub async fn import(
     if !is_csv {
         return Err(ApiError::UnsupportedMediaType("expected Content-Type: text/csv".into()));
     }
-    let bytes = body.map_err(|r| {
+    body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge(format!("the catalog is over {} MiB", MAX_CATALOG_BYTES >> 20))
+            ApiError::PayloadTooLarge(format!("{what} is over {} MiB", limit >> 20))
         } else {
             ApiError::BadRequest(r.body_text())
         }
-    })?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| ApiError::BadRequest(format!("the CSV is not UTF-8: {e}")))?;
-    Ok(match replace(&state.store, &caller, text).await? {
+    })
+}
+
+/// An import's answer: 201 with the new version, or 422 with every located problem.
+pub(crate) fn imported(outcome: Result<Imported, Rejected>) -> Response {
+    match outcome {
         Ok(imported) => (StatusCode::CREATED, Json(imported)).into_response(),
         Err(rejected) => (StatusCode::UNPROCESSABLE_ENTITY, Json(rejected)).into_response(),
-    })
+    }
+}
+
+/// Why a CSV changed nothing, from its located problems.
+pub(crate) fn rejected(what: &str, errors: Vec<CellError>) -> Rejected {
+    Rejected {
+        error: format!(
+            "{} problem{} in {what}; nothing was imported",
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
+        ),
+        errors,
+    }
 }
 
 /// Every catalog version, newest first.

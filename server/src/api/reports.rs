@@ -37,6 +37,10 @@ pub async fn build_and_store(store: &Store, caller: &Caller, request: ReportRequ
     let name = name.to_string();
     let version = store.catalog_version().await?.map(|v| v.version).unwrap_or(0);
     let catalog = store.price_catalog().await?;
+    let (grid_version, grid) = match store.grid_table().await? {
+        Some((version, rows)) => (version.version, rows),
+        None => (0, vec![]),
+    };
     let mut wanted: Vec<Uuid> = request
         .deployments
         .iter()
@@ -52,7 +56,14 @@ pub async fn build_and_store(store: &Store, caller: &Caller, request: ReportRequ
     let id = Uuid::new_v4().to_string();
     let mut report = tokio::task::spawn_blocking(move || {
         let (known_run, known_scenario) = (|run: &Uuid| known.contains(run), |id: &str| scenarios.contains(id));
-        reports::build(id, &request, &Prices::new(&catalog), version, &known_run, &known_scenario)
+        reports::build(
+            id,
+            &request,
+            &Prices::new(&catalog).with_grid(&grid, grid_version),
+            version,
+            &known_run,
+            &known_scenario,
+        )
     })
     .await
     .map_err(|e| ApiError::Internal(anyhow::anyhow!("report task failed: {e}")))??;
@@ -246,7 +257,9 @@ pub async fn overview(store: &Store, caller: &Caller) -> Result<ReportsView, Api
             (teams.collect(), others, known, (policy.name().to_string(), policy.describe().to_string()))
         }
     };
+    let emissions = newest.as_ref().and_then(emissions_of);
     Ok(ReportsView {
+        emissions,
         reports: records.into_iter().map(report_view).collect(),
         top,
         others,
@@ -256,6 +269,24 @@ pub async fn overview(store: &Store, caller: &Caller) -> Result<ReportsView, Api
         chargeback_others,
         idle_known,
         idle_policy,
+    })
+}
+
+/// A report's energy and emissions over the deployments that gave their power.
+fn emissions_of(report: &Report) -> Option<app::data::EmissionsView> {
+    let counted: Vec<_> = report.rows.iter().filter_map(|r| r.carbon.as_ref().map(|c| (r, c))).collect();
+    if counted.is_empty() {
+        return None;
+    }
+    let co2e_kg: f64 = counted.iter().map(|(_, c)| c.co2e_kg).sum();
+    let requests: u64 = counted.iter().map(|(r, _)| r.requests).sum();
+    Some(app::data::EmissionsView {
+        co2e_kg,
+        energy_kwh: counted.iter().map(|(_, c)| c.energy_kwh).sum(),
+        g_per_1000_requests: (requests > 0).then(|| co2e_kg * 1e6 / requests as f64),
+        counted: counted.len(),
+        deployments: report.rows.len(),
+        grid_version: report.grid_version,
     })
 }
 
@@ -348,5 +379,9 @@ fn deployment_of(
         run_ids: vec![],
         scenario_id: Some(scenario.id.clone()),
         recommendations,
+        power_watts: None,
+        power_source: None,
+        pue: None,
+        grid_g_co2e_per_kwh: None,
     }
 }

@@ -4,6 +4,7 @@
 
 mod alerts;
 mod budgets;
+mod grid;
 mod people;
 mod prices;
 mod reports;
@@ -29,6 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use alerts::{AlertRecord, NewAlert, PAGE as ALERT_PAGE, Recorded, STATES as ALERT_STATES};
 pub use budgets::{BudgetRecord, SCOPES as BUDGET_SCOPES};
+pub use grid::GridVersion;
 pub use people::{AgentRecord, ApiTokenRecord, NameTaken, PersonChange, PersonRecord, UserRecord};
 pub use prices::CatalogVersion;
 pub use reports::ReportRecord;
@@ -193,6 +195,7 @@ impl Store {
         let store = Store { pool, backend, writer, copy_pool, known_months: Arc::default() };
         if migrate {
             store.seed_price_catalog().await.context("cannot load the default price catalog")?;
+            store.seed_grid_table().await.context("cannot load the default grid-intensity table")?;
         }
         Ok(store)
     }

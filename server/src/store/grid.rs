@@ -1,0 +1,91 @@
+//! The grid-intensity table: every version ever imported, each kept whole as its CSV.
+
+use sqlx::FromRow;
+
+use super::{DatabaseKind, Store, now_ms};
+use crate::grid::{self, GridRow};
+
+/// One version of the grid-intensity table.
+#[derive(Debug, Clone, FromRow, serde::Serialize, utoipa::ToSchema)]
+pub struct GridVersion {
+    pub version: i64,
+    pub created_at_ms: i64,
+    pub created_by: String,
+    pub origin: String,
+    pub row_count: i64,
+}
+
+impl Store {
+    /// Loads the shipped table into a database that has never had one (under the table's lock,
+    /// so replicas starting together load it once).
+    pub(super) async fn seed_grid_table(&self) -> anyhow::Result<()> {
+        let rows = grid::parse(grid::DEFAULT_TABLE)
+            .map_err(|errors| anyhow::anyhow!("the shipped grid-intensity table is invalid: {errors:?}"))?;
+        self.write_grid_table(&rows, "default", "default", true).await?;
+        Ok(())
+    }
+
+    /// The table in force and its version (none before the first start's seeding).
+    pub async fn grid_table(&self) -> anyhow::Result<Option<(GridVersion, Vec<GridRow>)>> {
+        let newest: Option<(i64, i64, String, String, i64, String)> = sqlx::query_as(
+            "SELECT version, created_at_ms, created_by, origin, row_count, csv FROM grid_versions \
+             ORDER BY version DESC LIMIT 1",
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some((version, created_at_ms, created_by, origin, row_count, csv)) = newest else { return Ok(None) };
+        let rows = grid::parse(&csv)
+            .map_err(|errors| anyhow::anyhow!("grid-intensity version {version} does not read back: {errors:?}"))?;
+        Ok(Some((GridVersion { version, created_at_ms, created_by, origin, row_count }, rows)))
+    }
+
+    /// Every version, newest first.
+    pub async fn grid_versions(&self) -> anyhow::Result<Vec<GridVersion>> {
+        Ok(sqlx::query_as(
+            "SELECT version, created_at_ms, created_by, origin, row_count FROM grid_versions ORDER BY version DESC",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Replaces the table as a new version.
+    pub async fn replace_grid_table(&self, rows: &[GridRow], created_by: &str, origin: &str) -> anyhow::Result<i64> {
+        let version = self.write_grid_table(rows, created_by, origin, false).await?;
+        Ok(version.expect("written unless only_if_empty"))
+    }
+
+    /// The next version number is read and written under a lock (Postgres; SQLite has one
+    /// writer), so two imports at once get two versions in turn.
+    async fn write_grid_table(
+        &self,
+        rows: &[GridRow],
+        created_by: &str,
+        origin: &str,
+        only_if_empty: bool,
+    ) -> anyhow::Result<Option<i64>> {
+        let (_writing, mut tx) = self.begin_write().await?;
+        if self.backend == DatabaseKind::Postgres {
+            sqlx::query("LOCK TABLE grid_versions IN SHARE ROW EXCLUSIVE MODE").execute(&mut *tx).await?;
+        }
+        let (last,): (Option<i64>,) =
+            sqlx::query_as("SELECT MAX(version) FROM grid_versions").fetch_one(&mut *tx).await?;
+        if only_if_empty && last.is_some() {
+            return Ok(None);
+        }
+        let version = last.unwrap_or(0) + 1;
+        sqlx::query(
+            "INSERT INTO grid_versions (version, created_at_ms, created_by, origin, row_count, csv) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(version)
+        .bind(now_ms())
+        .bind(created_by)
+        .bind(origin)
+        .bind(rows.len() as i64)
+        .bind(grid::to_csv(rows))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(version))
+    }
+}
