@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// Where the kernel publishes powercap zones.
 pub const POWERCAP: &str = "/sys/class/powercap";
 
+/// A reading above this is refused as not plausible (the store's bound on a replica's power).
+pub const MAX_WATTS: f64 = model::plan::carbon::MAX_WATTS;
+
 /// The RAPL energy counters of every CPU package (and its DRAM, where counted apart).
 #[derive(Debug)]
 pub struct Rapl {
@@ -94,23 +97,46 @@ impl Rapl {
     /// Joules counted between two reads, each counter unwrapped once where it passed its range
     /// (so a window must be shorter than one wrap: typical ranges are 262 kJ, over 20 minutes
     /// at 200 W per package).
-    pub fn joules(&self, before: &[u64], after: &[u64]) -> f64 {
-        self.zones
-            .iter()
-            .zip(before.iter().zip(after))
-            .map(|(z, (b, a))| if a >= b { a - b } else { z.range_uj - b + a })
-            .sum::<u64>() as f64
-            / 1e6
+    /// `None` where a counter read beyond its own range (the kernel's figures do not agree).
+    pub fn joules(&self, before: &[u64], after: &[u64]) -> Option<f64> {
+        let mut micro: u64 = 0;
+        for (z, (b, a)) in self.zones.iter().zip(before.iter().zip(after)) {
+            let counted = if a >= b { a - b } else { z.range_uj.checked_sub(*b)?.checked_add(*a)? };
+            micro = micro.checked_add(counted)?;
+        }
+        Some(micro as f64 / 1e6)
     }
 
-    /// The average watts while `work` runs, and for how long it ran.
-    pub fn during<T>(&self, work: impl FnOnce() -> T) -> Result<(f64, Duration, T), String> {
-        let before = self.read()?;
+    /// The average watts while `work` runs, and for how long it ran (with what `work` gave).
+    /// A window over which no counter moved is refused rather than read as 0 W (some virtual
+    /// machines publish counters that never advance), as is one of more than [`MAX_WATTS`].
+    pub fn during<T>(&self, work: impl FnOnce() -> T) -> (Result<(f64, Duration), String>, T) {
+        let before = self.read();
         let start = Instant::now();
         let out = work();
         let elapsed = start.elapsed();
-        let after = self.read()?;
-        Ok((self.joules(&before, &after) / elapsed.as_secs_f64(), elapsed, out))
+        let watts = (|| {
+            let (before, after) = (before?, self.read()?);
+            let joules = self.joules(&before, &after).ok_or_else(|| {
+                format!("no RAPL: a counter of {} read beyond its max_energy_range_uj", self.describe())
+            })?;
+            if joules <= 0.0 {
+                return Err(format!(
+                    "no RAPL: the energy counters of {} did not advance in {:.1} s",
+                    self.describe(),
+                    elapsed.as_secs_f64()
+                ));
+            }
+            let watts = joules / elapsed.as_secs_f64().max(1e-9);
+            if watts > MAX_WATTS {
+                return Err(format!(
+                    "no RAPL: {watts:.0} W over {:.3} s is not a plausible reading",
+                    elapsed.as_secs_f64()
+                ));
+            }
+            Ok((watts, elapsed))
+        })();
+        (watts, out)
     }
 }
 
@@ -168,7 +194,30 @@ mod tests {
         // to the top, then 671,150 more: 1 J.
         tree(dir.path(), 31_000_000, 5_500_000, 671_150);
         let after = rapl.read().unwrap();
-        assert!((rapl.joules(&before, &after) - 36.0).abs() < 1e-9, "{}", rapl.joules(&before, &after));
+        assert!((rapl.joules(&before, &after).unwrap() - 36.0).abs() < 1e-9, "{:?}", rapl.joules(&before, &after));
+        // A counter past its own range is not unwound into a huge figure.
+        tree(dir.path(), 31_000_000, 5_500_000, 262_143_328_851);
+        let past = rapl.read().unwrap();
+        tree(dir.path(), 31_000_000, 5_500_000, 10);
+        assert_eq!(rapl.joules(&past, &rapl.read().unwrap()), None);
+    }
+
+    #[test]
+    fn a_frozen_counter_is_no_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        tree(dir.path(), 1_000_000, 500_000, 7);
+        let rapl = Rapl::open(dir.path()).unwrap();
+        let (watts, out) = rapl.during(|| 42);
+        assert_eq!(out, 42, "the work runs whatever the reading");
+        let reason = watts.unwrap_err();
+        assert!(reason.contains("did not advance"), "{reason}");
+        // A counter that moves during the window gives its average.
+        let (watts, ()) = rapl.during(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            tree(dir.path(), 2_000_000, 500_000, 7);
+        });
+        let (watts, took) = watts.unwrap();
+        assert!((watts - 1.0 / took.as_secs_f64()).abs() < 1e-6, "{watts} W over {took:?}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use model::plan::owned::PUE_RANGE;
 use serde::Serialize;
 
 use crate::csv_cell;
-use crate::prices::{CellError, control_character, header_is};
+use crate::prices::{CellError, control_character, read_csv};
 
 /// The table shipped with the server, loaded into an empty database (see `data/README.md`).
 pub const DEFAULT_TABLE: &str = include_str!("../data/grid-intensity.csv");
@@ -36,42 +36,24 @@ pub struct GridRow {
 
 /// Every row, or every problem found (up to 100 of them).
 pub fn parse(text: &str) -> Result<Vec<GridRow>, Vec<CellError>> {
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(text.as_bytes());
-    let header: Vec<String> = match reader.headers() {
-        Ok(h) => h.iter().map(|c| c.trim().to_string()).collect(),
-        Err(e) => return Err(vec![CellError { line: 1, column: None, reason: format!("unreadable header: {e}") }]),
-    };
-    header_is(&header, &COLUMNS)?;
-    let mut rows = Vec::new();
-    let mut errors = Vec::new();
     let mut seen = BTreeSet::new();
-    for (i, record) in reader.records().enumerate() {
-        let line = record.as_ref().ok().and_then(|r| r.position()).map(|p| p.line()).unwrap_or(i as u64 + 2);
-        if errors.len() >= 100 {
-            break;
-        }
-        let record = match record {
-            Ok(r) if r.len() == COLUMNS.len() => r,
-            Ok(r) => {
-                let reason = format!("has {} fields, the header has {}", r.len(), COLUMNS.len());
-                errors.push(CellError { line, column: None, reason });
-                continue;
-            }
-            Err(e) => {
-                errors.push(CellError { line, column: None, reason: format!("unreadable line: {e}") });
-                continue;
-            }
-        };
+    read_csv(text, &COLUMNS, MAX_ROWS, "the table", |line, record, errors| {
         let before = errors.len();
         let mut bad = |c: usize, reason: String| {
             errors.push(CellError { line, column: Some(COLUMNS[c].to_string()), reason });
         };
         let cell = |c: usize| csv_cell::restore(record.get(c).unwrap_or("").trim()).to_string();
-        for c in [0, 1, 2, 5] {
-            if cell(c).is_empty() {
+        for (c, most) in [(0, 64), (1, 64), (2, 128), (5, 300)] {
+            let text = cell(c);
+            if text.is_empty() {
                 bad(c, "must not be empty".into());
-            } else if let Some(reason) = control_character(&cell(c)) {
+            } else if text.chars().count() > most {
+                bad(c, format!("must be at most {most} characters"));
+            } else if let Some(reason) = control_character(&text) {
                 bad(c, reason);
+            } else if c < 2 && text.contains(char::is_whitespace) {
+                // "provider region" names a row in the pickers: neither may hold a space.
+                bad(c, "must not contain spaces".into());
             }
         }
         let mut number = |c: usize, low: f64, high: f64, unit: &str| {
@@ -95,17 +77,16 @@ pub fn parse(text: &str) -> Result<Vec<GridRow>, Vec<CellError>> {
             let reason = format!("{provider} {region} is listed twice");
             errors.push(CellError { line, column: None, reason });
         }
-        if errors.len() == before {
-            rows.push(GridRow { provider, region, location: cell(2), g_co2e_per_kwh, pue, source: cell(5), as_of });
-        }
-    }
-    if rows.len() > MAX_ROWS {
-        errors.push(CellError { line: 1, column: None, reason: format!("more than {MAX_ROWS} rows") });
-    }
-    if rows.is_empty() && errors.is_empty() {
-        errors.push(CellError { line: 2, column: None, reason: "the table has no rows".into() });
-    }
-    if errors.is_empty() { Ok(rows) } else { Err(errors) }
+        (errors.len() == before).then(|| GridRow {
+            provider,
+            region,
+            location: cell(2),
+            g_co2e_per_kwh,
+            pue,
+            source: cell(5),
+            as_of,
+        })
+    })
 }
 
 /// The table as CSV, the same shape [`parse`] reads; numbers in the shortest form that reads
@@ -165,6 +146,9 @@ mod tests {
         assert!(errors.iter().any(|e| e.line == 6 && e.reason.contains("has 3 fields")), "{errors:?}");
         assert!(at(7, "location") && at(7, "g_co2e_per_kwh"), "{errors:?}");
         assert!(!errors.iter().any(|e| e.line == 2), "line 2 is fine: {errors:?}");
+        let long = format!("{}\naws,us east,X,1,1,{},2026-01-01\n", COLUMNS.join(","), "s".repeat(301));
+        let errors = parse(&long).unwrap_err();
+        assert_eq!(errors.iter().filter_map(|e| e.column.as_deref()).collect::<Vec<_>>(), ["region", "source"]);
         let header = parse("provider,region\n").unwrap_err();
         assert!(header[0].reason.contains("missing column(s): location"), "{header:?}");
     }

@@ -63,35 +63,8 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Every row, or every problem found (up to 100 of them).
 pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(text.as_bytes());
-    let header: Vec<String> = match reader.headers() {
-        Ok(h) => h.iter().map(|c| c.trim().to_string()).collect(),
-        Err(e) => return Err(vec![CellError { line: 1, column: None, reason: format!("unreadable header: {e}") }]),
-    };
-    header_is(&header, &COLUMNS)?;
-    let mut rows = Vec::new();
-    let mut errors = Vec::new();
     let mut seen = BTreeSet::new();
-    for (i, record) in reader.records().enumerate() {
-        let line = record.as_ref().ok().and_then(|r| r.position()).map(|p| p.line()).unwrap_or(i as u64 + 2);
-        if errors.len() >= 100 {
-            break;
-        }
-        let record = match record {
-            Ok(r) => r,
-            Err(e) => {
-                errors.push(CellError { line, column: None, reason: format!("unreadable line: {e}") });
-                continue;
-            }
-        };
-        if record.len() != COLUMNS.len() {
-            errors.push(CellError {
-                line,
-                column: None,
-                reason: format!("has {} fields, the header has {}", record.len(), COLUMNS.len()),
-            });
-            continue;
-        }
+    read_csv(text, &COLUMNS, MAX_ROWS, "the catalog", |line, record, errors| {
         let before = errors.len();
         let mut bad = |column: &str, reason: String| {
             errors.push(CellError { line, column: Some(column.to_string()), reason });
@@ -174,27 +147,61 @@ pub fn parse(text: &str) -> Result<Vec<PriceRow>, Vec<CellError>> {
                 reason: format!("{provider} {instance_type} {purchase_option} in this region is listed twice"),
             });
         }
-        if errors.len() == before {
-            rows.push(PriceRow {
-                provider,
-                instance_type,
-                gpu_model,
-                gpu_count,
-                vcpus,
-                memory_bytes,
-                hourly_micro_usd,
-                purchase_option,
-                region,
-                source,
-                as_of,
-            });
+        (errors.len() == before).then_some(PriceRow {
+            provider,
+            instance_type,
+            gpu_model,
+            gpu_count,
+            vcpus,
+            memory_bytes,
+            hourly_micro_usd,
+            purchase_option,
+            region,
+            source,
+            as_of,
+        })
+    })
+}
+
+/// Reads a CSV whose header is `columns`, a record at a time: a wrong header, a line that
+/// cannot be read or has another number of fields is located here, and `row` reads each
+/// well-formed record (its line and fields), adding its own problems, and gives the row when it
+/// found none. At most 100 problems are gathered; nothing is returned unless there are none.
+/// `what` names the file in its problems ("the catalog").
+pub(crate) fn read_csv<T>(
+    text: &str,
+    columns: &[&str],
+    max_rows: usize,
+    what: &str,
+    mut row: impl FnMut(u64, &csv::StringRecord, &mut Vec<CellError>) -> Option<T>,
+) -> Result<Vec<T>, Vec<CellError>> {
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(text.as_bytes());
+    let header: Vec<String> = match reader.headers() {
+        Ok(h) => h.iter().map(|c| c.trim().to_string()).collect(),
+        Err(e) => return Err(vec![CellError { line: 1, column: None, reason: format!("unreadable header: {e}") }]),
+    };
+    header_is(&header, columns)?;
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let line = record.as_ref().ok().and_then(|r| r.position()).map(|p| p.line()).unwrap_or(i as u64 + 2);
+        if errors.len() >= 100 {
+            break;
+        }
+        match record {
+            Ok(r) if r.len() == columns.len() => rows.extend(row(line, &r, &mut errors)),
+            Ok(r) => {
+                let reason = format!("has {} fields, the header has {}", r.len(), columns.len());
+                errors.push(CellError { line, column: None, reason });
+            }
+            Err(e) => errors.push(CellError { line, column: None, reason: format!("unreadable line: {e}") }),
         }
     }
-    if rows.len() > MAX_ROWS {
-        errors.push(CellError { line: 1, column: None, reason: format!("more than {MAX_ROWS} rows") });
+    if rows.len() > max_rows {
+        errors.push(CellError { line: 1, column: None, reason: format!("more than {max_rows} rows") });
     }
     if rows.is_empty() && errors.is_empty() {
-        errors.push(CellError { line: 2, column: None, reason: "the catalog has no rows".into() });
+        errors.push(CellError { line: 2, column: None, reason: format!("{what} has no rows") });
     }
     if errors.is_empty() { Ok(rows) } else { Err(errors) }
 }

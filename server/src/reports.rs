@@ -441,6 +441,20 @@ pub fn build(
     let mut requests: u64 = 0;
     let mut forecast = [0 as MicroUsd; forecast::MONTHS as usize];
     let mut savings: BTreeMap<Kind, MicroUsd> = BTreeMap::new();
+    // Energy and emissions, summed to the thousandth as the CSV shows them, must fit too.
+    let (mut energy, mut co2e) = (0.0, 0.0);
+    for (i, row) in rows.iter().enumerate() {
+        if let Some(c) = &row.carbon {
+            energy += c.energy_kwh;
+            co2e += c.co2e_kg;
+            if energy > MAX_CARBON_SUM || co2e > MAX_CARBON_SUM {
+                return Err(FieldError::new(
+                    format!("deployments[{i}].power_watts"),
+                    "makes the report's energy or emissions larger than it can hold (a trillion kWh or kg)",
+                ));
+            }
+        }
+    }
     for row in &rows {
         total = add("deployments", total, row.total_micro_usd)?;
         requests = requests
@@ -479,6 +493,9 @@ pub fn build(
         rows,
     })
 }
+
+/// The most kWh, or kg CO2e, a report sums (in thousandths, far inside an i64).
+const MAX_CARBON_SUM: f64 = 1e12;
 
 /// Why an amount is refused: it left the range a report can hold (i64 micro-dollars).
 const TOO_LARGE: &str = "makes an amount larger than a report can hold (about 9.2 trillion USD)";
@@ -713,35 +730,36 @@ fn carbon_of(
         ));
     };
     let listed = p.region.as_deref().and_then(|region| prices.grid.get(&(p.provider.as_str(), region)).copied());
-    let (grid, grid_from) = match (d.grid_g_co2e_per_kwh, listed) {
-        (Some(g), _) => (g, "entered".to_string()),
-        (None, Some(row)) => (
-            row.g_co2e_per_kwh,
-            format!(
-                "{} {} grid-intensity v{}: {} (as of {})",
-                row.provider, row.region, prices.grid_version, row.source, row.as_of
-            ),
-        ),
-        (None, None) => {
-            return Err(FieldError::new(
-                field("grid_g_co2e_per_kwh"),
-                format!(
-                    "{} {} is not in the grid-intensity table; give the grid's g CO2e per kWh",
-                    p.provider,
-                    p.region.as_deref().unwrap_or("(no region)")
-                ),
-            ));
-        }
+    let unlisted = |name: &str, what: &str| {
+        let region = p.region.as_deref().unwrap_or("(no region)");
+        FieldError::new(field(name), format!("{} {region} is not in the grid-intensity table; give {what}", p.provider))
+    };
+    let grid = match (d.grid_g_co2e_per_kwh, listed) {
+        (Some(g), _) => g,
+        (None, Some(row)) => row.g_co2e_per_kwh,
+        (None, None) => return Err(unlisted("grid_g_co2e_per_kwh", "the grid's g CO2e per kWh")),
     };
     let pue = match (d.pue, listed) {
         (Some(pue), _) => pue,
         (None, Some(row)) => row.pue,
-        (None, None) => {
-            return Err(FieldError::new(
-                field("pue"),
-                "the grid-intensity table does not list this region; give the facility's PUE",
-            ));
-        }
+        (None, None) => return Err(unlisted("pue", "the facility's PUE")),
+    };
+    // Which figures came from the table, and which row of which version.
+    let grid_from = match (listed, d.grid_g_co2e_per_kwh.is_none(), d.pue.is_none()) {
+        (Some(row), grid_listed, pue_listed) if grid_listed || pue_listed => format!(
+            "{} from {} {} grid-intensity v{}: {} (as of {})",
+            match (grid_listed, pue_listed) {
+                (true, true) => "grid and PUE",
+                (true, false) => "grid (PUE entered)",
+                _ => "PUE (grid entered)",
+            },
+            row.provider,
+            row.region,
+            prices.grid_version,
+            row.source,
+            row.as_of
+        ),
+        _ => "entered".to_string(),
     };
     let named = |e: model::ModelError| {
         let name = match e.field.as_str() {
@@ -981,7 +999,7 @@ fn frame_of(report: &Report, rows: &[ReportRow]) -> PolarsResult<DataFrame> {
     };
     columns.extend([
         Column::new("power_watts".into(), carbon(&|c| c.power_watts)),
-        Column::new("power_source".into(), carbon_text(&|c| power_source_name(c.power_source).to_string())),
+        Column::new("power_source".into(), carbon_text(&|c| c.power_source.describe().to_string())),
         Column::new("pue".into(), carbon(&|c| c.pue)),
         Column::new("grid_g_co2e_per_kwh".into(), carbon(&|c| c.grid_g_co2e_per_kwh)),
         Column::new("grid_from".into(), carbon_text(&|c| c.grid_from.clone())),
@@ -998,15 +1016,6 @@ fn frame_of(report: &Report, rows: &[ReportRow]) -> PolarsResult<DataFrame> {
 /// How the emissions columns are computed, as the workbook's About sheet says it.
 pub const CARBON_METHOD: &str = "location-based: provisioned replicas × power per replica × hours × PUE = \
      energy; × the grid's g CO2e per kWh = emissions; embodied emissions not counted";
-
-/// How the exports name where a power figure came from.
-pub fn power_source_name(source: PowerSource) -> &'static str {
-    match source {
-        PowerSource::Measured => "measured",
-        PowerSource::Rated => "rated (upper bound)",
-        PowerSource::Entered => "entered",
-    }
-}
 
 /// A quantity in thousandths, as the CSV shows it and sums it (so the TOTAL line adds up as
 /// shown): kWh to the Wh, kg to the gram.
@@ -1156,7 +1165,7 @@ pub fn to_csv(report: &Report) -> PolarsResult<Vec<u8>> {
                 carbon_sums[1] = carbon_sums[1].saturating_add(co2e);
                 record.extend([
                     c.power_watts.to_string(),
-                    power_source_name(c.power_source).to_string(),
+                    c.power_source.describe().to_string(),
                     c.pue.to_string(),
                     c.grid_g_co2e_per_kwh.to_string(),
                     text(&c.grid_from),
@@ -1299,7 +1308,7 @@ pub fn to_xlsx(report: &Report) -> Result<Vec<u8>, rust_xlsxwriter::XlsxError> {
         sheet.write_string(row, 29, report.idle_policy.name())?;
         if let Some(c) = &r.carbon {
             sheet.write_number(row, 30, c.power_watts)?;
-            sheet.write_string(row, 31, power_source_name(c.power_source))?;
+            sheet.write_string(row, 31, c.power_source.describe())?;
             sheet.write_number(row, 32, c.pue)?;
             sheet.write_number(row, 33, c.grid_g_co2e_per_kwh)?;
             sheet.write_string(row, 34, &c.grid_from)?;
@@ -1652,7 +1661,11 @@ mod tests {
         assert!((c.co2e_kg - 980.64 * 0.379069).abs() < 1e-9, "{c:?}");
         let per_1000 = c.co2e_kg * 1000.0 / r.rows[0].requests as f64 * 1000.0;
         assert!((c.co2e_g_per_1000_requests.unwrap() - per_1000).abs() < 1e-12);
-        assert!(c.grid_from.starts_with("aws us-east-1 grid-intensity v3: EPA eGRID2020"), "{}", c.grid_from);
+        assert!(
+            c.grid_from.starts_with("grid and PUE from aws us-east-1 grid-intensity v3: EPA eGRID2020"),
+            "{}",
+            c.grid_from
+        );
         assert_eq!(c.power_source, PowerSource::Measured);
         let e = r.rows[1].carbon.as_ref().unwrap();
         assert_eq!((e.grid_from.as_str(), e.pue, e.power_source), ("entered", 1.5, PowerSource::Entered));
@@ -1718,5 +1731,25 @@ mod tests {
         let err = build("r".into(), &request(vec![d]), &bare, 1, &|_| true, &|_| true).unwrap_err();
         assert_eq!(err.field, "deployments[0].grid_g_co2e_per_kwh");
         assert!(err.reason.contains("aws us-east-1 is not in the grid-intensity table"), "{}", err.reason);
+        // An entered grid with the table's PUE says so, and the report records the table's version.
+        let mut d = deployment("g5.xlarge", 1);
+        d.power_watts = Some(300.0);
+        d.grid_g_co2e_per_kwh = Some(10.0);
+        let r = build("r".into(), &request(vec![d]), &prices, 1, &|_| true, &|_| true).unwrap();
+        let c = r.rows[0].carbon.as_ref().unwrap();
+        assert!(c.grid_from.starts_with("PUE (grid entered) from aws us-east-1 grid-intensity v3"), "{}", c.grid_from);
+        assert_eq!((c.pue, r.grid_version), (1.135, 3));
+        // Sums past what the exports hold are refused, naming the row.
+        let huge = (0..3)
+            .map(|_| DeploymentInput {
+                power_watts: Some(100_000.0),
+                grid_g_co2e_per_kwh: Some(2000.0),
+                pue: Some(5.0),
+                ..deployment("g5.xlarge", 4_000_000)
+            })
+            .collect();
+        let long = ReportRequest { from: "2020-01-01".into(), to: "2029-12-01".into(), ..request(huge) };
+        let err = build("r".into(), &long, &prices, 1, &|_| true, &|_| true).unwrap_err();
+        assert_eq!(err.field, "deployments[0].power_watts", "{}", err.reason);
     }
 }

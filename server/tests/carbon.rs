@@ -15,23 +15,11 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 async fn export(app: &common::TestApp, token: &str) -> (StatusCode, String, String) {
-    let response = app.http.get(app.url("/api/v1/grid-intensity")).bearer_auth(token).send().await.unwrap();
-    let version = response.headers().get("x-grid-version").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-    (response.status(), version, response.text().await.unwrap())
+    common::csv_get(app, token, "/api/v1/grid-intensity", "x-grid-version").await
 }
 
 async fn import(app: &common::TestApp, token: &str, csv: &str) -> (StatusCode, Value) {
-    let response = app
-        .http
-        .post(app.url("/api/v1/grid-intensity"))
-        .bearer_auth(token)
-        .header("content-type", "text/csv")
-        .body(csv.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    common::csv_post(app, token, "/api/v1/grid-intensity", csv).await
 }
 
 async fn get(app: &common::TestApp, token: &str, path: &str) -> (StatusCode, Vec<u8>) {
@@ -76,7 +64,7 @@ async fn a_reports_emissions_come_from_the_grid_table_in_force_and_every_export_
         assert!((ranker["energy_kwh"].as_f64().unwrap() - energy).abs() < 1e-9, "{ranker}");
         assert!((ranker["co2e_kg"].as_f64().unwrap() - energy * 0.379069).abs() < 1e-9, "{ranker}");
         assert_eq!(ranker["power_source"], "measured");
-        assert!(ranker["grid_from"].as_str().unwrap().starts_with("aws us-east-1 grid-intensity v1: EPA eGRID2020"));
+        assert!(ranker["grid_from"].as_str().unwrap().starts_with("grid and PUE from aws us-east-1 grid-intensity v1: EPA eGRID2020"));
         let embedder = &built["rows"][1]["carbon"];
         assert_eq!((embedder["grid_from"].as_str(), embedder["pue"].as_f64()), (Some("entered"), Some(1.5)));
         assert_eq!(embedder["co2e_g_per_1000_requests"], Value::Null, "no request served");

@@ -11,24 +11,11 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 async fn export(app: &common::TestApp, token: &str) -> (StatusCode, String, String) {
-    let response = app.http.get(app.url("/api/v1/prices")).bearer_auth(token).send().await.unwrap();
-    let version =
-        response.headers().get("x-catalog-version").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-    (response.status(), version, response.text().await.unwrap())
+    common::csv_get(app, token, "/api/v1/prices", "x-catalog-version").await
 }
 
 async fn import(app: &common::TestApp, token: &str, csv: &str) -> (StatusCode, Value) {
-    let response = app
-        .http
-        .post(app.url("/api/v1/prices"))
-        .bearer_auth(token)
-        .header("content-type", "text/csv")
-        .body(csv.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    common::csv_post(app, token, "/api/v1/prices", csv).await
 }
 
 #[tokio::test]

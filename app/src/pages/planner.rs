@@ -438,11 +438,7 @@ fn carbon_of(c: &mut Collect<'_>, replicas: u32, requests: f64) -> Result<(Carbo
         _ => "Emissions",
     };
     let figure = carbon(&input).map_err(|e| vec![format!("{}: {}", label(&e.field), e.reason)])?;
-    let source = match power_source {
-        PowerSource::Rated => "rated, an upper bound",
-        PowerSource::Measured => "measured",
-        PowerSource::Entered => "entered",
-    };
+    let source = power_source.describe();
     let region = c.form.text("grid_region");
     let grid_from = if region.is_empty() { "entered".to_string() } else { region };
     let note = format!(
@@ -933,10 +929,18 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
             if let Some(h) = n.hourly_usd {
                 form.signal("hourly").set(format!("{h}"));
             }
-            // Its power under load where the node measured it (CPU packages and DRAM).
-            if let Some(watts) = n.power.as_ref().and_then(|(p, _)| p.busy_watts.or(p.idle_watts)) {
-                form.signal("power_w").set(format!("{watts:.0}"));
-                form.signal("power_source").set("measured".into());
+            // Its power under load where the node measured it (CPU packages and DRAM); else the
+            // fields' defaults, rather than keep another node's "measured" figure.
+            match n.power.as_ref().and_then(|(p, _)| p.busy_watts) {
+                Some(watts) => {
+                    form.signal("power_w").set(format!("{watts:.0}"));
+                    form.signal("power_source").set("measured".into());
+                }
+                None => {
+                    for key in ["power_w", "power_source"] {
+                        form.signal(key).set(form.spec(key).default.to_string());
+                    }
+                }
             }
             // The catalog's commitment and spot prices for its type, as discounts off the price
             // just put in "Price of one replica" (the operator's, else the catalog's on demand),
@@ -966,7 +970,7 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
                     view! { <option value=id.clone() selected=move || node.get() == id>{label}</option> }
                 }).collect_view()}
             </select>
-            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size), its price where one is known, its power under load where its latest system run could read it (RAPL: CPU packages and DRAM, not GPUs), and the discounts under “Buying the replicas” from the price catalog's commitment and spot prices for its instance type where it lists them (their defaults where not; an offer dearer than the price counts as no discount)."</p>
+            <p class="hint">"Fills the throughput from the node's latest quantization run (the agent's reference model, FP32, best batch size), its price where one is known, its power under load where its latest system run could read it (RAPL: CPU packages and DRAM under every core copying memory, so a lower bound for the whole server; never for a node with GPUs), and the discounts under “Buying the replicas” from the price catalog's commitment and spot prices for its instance type where it lists them (their defaults where not; an offer dearer than the price counts as no discount)."</p>
         </div>
     }
 }

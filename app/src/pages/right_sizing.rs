@@ -700,34 +700,44 @@ mod tests {
         })
     }
 
+    /// A node that measured the reference model at 1 ms a request (FP32, batch 1), priced at
+    /// `price` an hour by its operator.
+    fn measured(name: &str, price: f64) -> MeasuredNode {
+        MeasuredNode {
+            node_id: format!("id-{name}"),
+            hostname: name.into(),
+            run_id: "1c0ffee0-0000-4000-8000-000000000000".into(),
+            run_started_at_ms: 0,
+            hourly_usd: Some(price),
+            price_source: "the node's operator".into(),
+            best_throughput_rps: Some(1000.0),
+            others_of_type: 0,
+            hardware: Hardware {
+                instance_type: name.into(),
+                hourly_usd: UsdPerHour(price),
+                device_memory_bytes: Bytes(16.0 * 1024f64.powi(3)),
+                source: Source::Measured { run_ids: vec![] },
+                perf: vec![PerfPoint {
+                    precision: Precision::Fp32,
+                    batch_size: 1,
+                    service_time_mean_s: Seconds(0.001),
+                    service_time_cv: 0.5,
+                    accuracy_delta: 0.0,
+                    concurrency: 1,
+                }],
+                power_watts: None,
+            },
+            offers: vec![],
+            power: None,
+        }
+    }
+
     #[test]
     fn a_purchase_option_prices_each_node_from_the_catalog_where_it_lists_one() {
         use model::wire::view::PriceOffer;
         owned(|| {
             let node = |name: &str, offers: &[(&str, f64)]| MeasuredNode {
-                node_id: format!("id-{name}"),
-                hostname: name.into(),
-                run_id: "1c0ffee0-0000-4000-8000-000000000000".into(),
-                run_started_at_ms: 0,
-                hourly_usd: Some(1.0),
                 price_source: "price catalog v3 (list, as of 2026-11-01)".into(),
-                best_throughput_rps: Some(1000.0),
-                others_of_type: 0,
-                hardware: Hardware {
-                    instance_type: name.into(),
-                    hourly_usd: UsdPerHour(1.0),
-                    device_memory_bytes: Bytes(16.0 * 1024f64.powi(3)),
-                    source: Source::Measured { run_ids: vec![] },
-                    perf: vec![PerfPoint {
-                        precision: Precision::Fp32,
-                        batch_size: 1,
-                        service_time_mean_s: Seconds(0.001),
-                        service_time_cv: 0.5,
-                        accuracy_delta: 0.0,
-                        concurrency: 1,
-                    }],
-                    power_watts: None,
-                },
                 offers: offers
                     .iter()
                     .map(|(o, p)| PriceOffer {
@@ -736,7 +746,7 @@ mod tests {
                         source: format!("price catalog v3 ({o} sheet, as of 2026-11-01)"),
                     })
                     .collect(),
-                power: None,
+                ..measured(name, 1.0)
             };
             let nodes = [node("c7i.2xlarge", &[("on_demand", 1.0), ("one_year", 0.6)]), node("c7g.2xlarge", &[])];
             let priced = |option: &str| {
@@ -765,36 +775,12 @@ mod tests {
         use model::wire::measured::PowerDigest;
         owned(|| {
             let node = |name: &str, price: f64, watts: Option<f64>| MeasuredNode {
-                node_id: format!("id-{name}"),
-                hostname: name.into(),
-                run_id: "1c0ffee0-0000-4000-8000-000000000000".into(),
-                run_started_at_ms: 0,
-                hourly_usd: Some(price),
-                price_source: "the node's operator".into(),
-                best_throughput_rps: Some(1000.0),
-                others_of_type: 0,
-                hardware: Hardware {
-                    instance_type: name.into(),
-                    hourly_usd: UsdPerHour(price),
-                    device_memory_bytes: Bytes(16.0 * 1024f64.powi(3)),
-                    source: Source::Measured { run_ids: vec![] },
-                    perf: vec![PerfPoint {
-                        precision: Precision::Fp32,
-                        batch_size: 1,
-                        service_time_mean_s: Seconds(0.001),
-                        service_time_cv: 0.5,
-                        accuracy_delta: 0.0,
-                        concurrency: 1,
-                    }],
-                    power_watts: None,
-                },
-                offers: vec![],
                 power: watts.map(|w| {
-                    (
-                        PowerDigest { idle_watts: Some(w / 3.0), busy_watts: Some(w), zones: "package-0".into() },
-                        "5e1f0000-aaaa".into(),
-                    )
+                    let power =
+                        PowerDigest { idle_watts: Some(w / 3.0), busy_watts: Some(w), zones: "package-0".into() };
+                    (power, "5e1f0000-aaaa".into())
                 }),
+                ..measured(name, price)
             };
             let nodes = [node("hot", 1.0, Some(300.0)), node("cool", 1.5, Some(50.0)), node("unknown", 0.5, None)];
             let carbon = [("carbon", "1"), ("grid", "400"), ("pue", "1.2"), ("scale", "1"), ("fallback_price", "1")];

@@ -36,48 +36,39 @@ impl Benchmark for System {
         let mut power = Vec::new();
         if let Ok(rapl) = &rapl {
             let window = if effort.quick { Duration::from_millis(500) } else { Duration::from_secs(2) };
-            match rapl.during(|| std::thread::sleep(window)) {
-                Ok((watts, took, ())) => power.push(power_case("idle", rapl, watts, took)),
-                Err(reason) => power.push(power_skipped(&reason)),
-            }
+            power.push(power_case("idle", rapl, rapl.during(|| std::thread::sleep(window)).0));
         }
         let mut measurements: Vec<Measurement> = SIZES.iter().map(|&bytes| memcpy(bytes, samples)).collect();
         if threads > 1 {
             let per_thread = PARALLEL_BYTES.min(PARALLEL_TOTAL / threads).max(8 * 1024 * 1024);
             // Every core copying memory is the busiest this suite makes the node: its power
             // is the draw under load.
+            let copy = || memcpy_all_cores(per_thread, threads, samples);
             match &rapl {
-                Ok(rapl) => match rapl.during(|| memcpy_all_cores(per_thread, threads, samples)) {
-                    Ok((watts, took, m)) => {
-                        measurements.push(m);
-                        power.push(power_case("busy", rapl, watts, took));
-                    }
-                    Err(reason) => {
-                        measurements.push(memcpy_all_cores(per_thread, threads, samples));
-                        power.push(power_skipped(&reason));
-                    }
-                },
-                Err(_) => measurements.push(memcpy_all_cores(per_thread, threads, samples)),
+                Ok(rapl) => {
+                    let (watts, m) = rapl.during(copy);
+                    measurements.push(m);
+                    power.push(power_case("busy", rapl, watts));
+                }
+                Err(_) => measurements.push(copy()),
             }
         }
         match &rapl {
             Err(reason) => {
                 progress.line(&format!("system: power not measured: {reason}"));
-                measurements.push(power_skipped(reason));
+                measurements.push(power_skipped(None, reason));
             }
             Ok(rapl) => {
                 for m in &power {
-                    if let Some(stats) = &m.stats {
-                        progress.line(&format!(
-                            "system: power {} → {:.1} W ({})",
-                            m.parameters["state"],
-                            stats.mean,
-                            rapl.describe()
-                        ));
+                    let state = &m.parameters["state"];
+                    match (&m.stats, &m.reason) {
+                        (Some(stats), _) => {
+                            progress.line(&format!("system: power {state} → {:.1} W ({})", stats.mean, rapl.describe()))
+                        }
+                        (None, Some(reason)) => progress.line(&format!("system: power {state} not measured: {reason}")),
+                        (None, None) => {}
                     }
                 }
-                // One reason is enough where both reads failed alike.
-                power.dedup_by(|a, b| a.status == MeasurementStatus::Skipped && a.reason == b.reason);
                 measurements.extend(power);
             }
         }
@@ -160,8 +151,12 @@ fn memcpy_all_cores(bytes: usize, threads: usize, samples: usize) -> Measurement
     bandwidth(parameters, &bandwidths)
 }
 
-/// The average power of the RAPL zones over a window in `state`.
-fn power_case(state: &str, rapl: &Rapl, watts: f64, took: Duration) -> Measurement {
+/// The average power of the RAPL zones over a window in `state`, or why it could not be read.
+fn power_case(state: &str, rapl: &Rapl, watts: Result<(f64, Duration), String>) -> Measurement {
+    let (watts, took) = match watts {
+        Ok(read) => read,
+        Err(reason) => return power_skipped(Some(state), &reason),
+    };
     Measurement {
         suite: Suite::System,
         case: model::Case::Power.as_str().into(),
@@ -180,12 +175,16 @@ fn power_case(state: &str, rapl: &Rapl, watts: f64, took: Duration) -> Measureme
     }
 }
 
-/// Power could not be read here, and why.
-fn power_skipped(reason: &str) -> Measurement {
+/// Power could not be read here (in `state`, where one window failed), and why.
+fn power_skipped(state: Option<&str>, reason: &str) -> Measurement {
+    let mut parameters = BTreeMap::from([("source".to_string(), "rapl".to_string())]);
+    if let Some(state) = state {
+        parameters.insert("state".to_string(), state.to_string());
+    }
     Measurement {
         suite: Suite::System,
         case: model::Case::Power.as_str().into(),
-        parameters: BTreeMap::from([("source".to_string(), "rapl".to_string())]),
+        parameters,
         unit: Unit::Watts,
         status: MeasurementStatus::Skipped,
         reason: Some(reason.to_string()),

@@ -36,6 +36,17 @@ pub enum PowerSource {
     Entered,
 }
 
+impl PowerSource {
+    /// How pages and exports say where a power figure came from.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PowerSource::Rated => "rated, an upper bound",
+            PowerSource::Measured => "measured",
+            PowerSource::Entered => "entered",
+        }
+    }
+}
+
 /// Inputs of [`owned_cost`], for one server (one replica).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -79,20 +90,19 @@ pub fn owned_cost(input: &OwnedInput) -> Result<OwnedCost, ModelError> {
     if positive("life_months", input.life_months)? > MAX_LIFE_MONTHS {
         return Err(FieldError::new("life_months", format!("must be at most {MAX_LIFE_MONTHS} months")));
     }
-    non_negative("power_watts", input.power_watts)?;
+    // The facility's kWh in an hour: W ÷ 1000 · E (the same energy the emissions count).
+    let facility_kwh = crate::plan::carbon::facility_kwh(input.power_watts, input.pue, 1.0)?;
     non_negative("electricity_usd_per_kwh", input.electricity_usd_per_kwh)?;
-    crate::plan::checks::between("pue", input.pue, PUE_RANGE.0, PUE_RANGE.1)?;
     non_negative("hosting_usd_per_month", input.hosting_usd_per_month)?;
     let amortization = input.purchase_usd / (input.life_months * HOURS_PER_MONTH);
-    let facility_kw = input.power_watts / 1000.0 * input.pue;
-    let energy = facility_kw * input.electricity_usd_per_kwh;
+    let energy = facility_kwh * input.electricity_usd_per_kwh;
     let hosting = input.hosting_usd_per_month / HOURS_PER_MONTH;
     Ok(OwnedCost {
         amortization_hourly_usd: UsdPerHour(amortization),
         energy_hourly_usd: UsdPerHour(energy),
         hosting_hourly_usd: UsdPerHour(hosting),
         hourly_usd: UsdPerHour(amortization + energy + hosting),
-        facility_kwh_per_month: facility_kw * HOURS_PER_MONTH,
+        facility_kwh_per_month: facility_kwh * HOURS_PER_MONTH,
         power_source: input.power_source,
     })
 }
@@ -178,7 +188,7 @@ mod tests {
         /// proportion.
         #[test]
         fn the_parts_add_up_and_each_follows_its_input(
-            price in 0.0f64..1e6, life in 1.0f64..240.0, watts in 0.0f64..20_000.0,
+            price in 0.0f64..1e6, life in 1.0f64..240.0, watts in 0.0f64..10_000.0,
             kwh in 0.0f64..1.0, pue in 1.0f64..5.0, hosting in 0.0f64..10_000.0, k in 0.1f64..10.0,
         ) {
             let input = OwnedInput { purchase_usd: price, life_months: life, power_watts: watts,

@@ -169,7 +169,10 @@ pub struct PowerDigest {
 pub fn power_digest(measurements: &[Measurement]) -> Option<PowerDigest> {
     let mut digest = PowerDigest { idle_watts: None, busy_watts: None, zones: String::new() };
     for m in measurements.iter().filter(|m| m.suite == Suite::System && m.is(Case::Power)) {
-        let Some(watts) = ok(m).map(|s| s.mean).filter(|w| w.is_finite() && *w >= 0.0) else { continue };
+        // A reading the agent would not make (none, or past a replica's bound) is not a figure:
+        // an agent token may upload anything.
+        let plausible = |w: &f64| *w > 0.0 && *w <= crate::plan::carbon::MAX_WATTS;
+        let Some(watts) = ok(m).map(|s| s.mean).filter(plausible) else { continue };
         match m.parameters.get("state").map(String::as_str) {
             Some("idle") => digest.idle_watts = Some(watts),
             Some("busy") => digest.busy_watts = Some(watts),
@@ -448,6 +451,7 @@ mod tests {
         assert_eq!(digest(Suite::System, "r", &run).power, Some(d));
         assert_eq!(power_digest(&[skipped]), None, "a node without RAPL has no power");
         assert_eq!(power_digest(&[power("busy", f64::NAN), power("warm", 3.0)]), None);
+        assert_eq!(power_digest(&[power("busy", 0.0), power("idle", 1e13)]), None, "not plausible");
     }
 
     #[test]

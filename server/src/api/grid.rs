@@ -6,12 +6,11 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::HeaderMap;
-use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
-use super::prices::{Imported, Rejected, csv_body, imported, rejected};
+use super::prices::{Imported, Rejected, csv_body, csv_download, imported, rejected};
 use crate::AppState;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
@@ -29,7 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// The table in force and its version.
 pub async fn current(store: &Store) -> Result<(GridVersion, Vec<GridRow>), ApiError> {
-    Ok(store.grid_table().await?.ok_or_else(|| anyhow::anyhow!("no grid-intensity table loaded"))?)
+    store.grid_table().await?.ok_or_else(|| ApiError::NotFound("no grid-intensity table is loaded".into()))
 }
 
 /// Checks and stores a table for `caller`: the new version, or every located problem.
@@ -52,15 +51,7 @@ pub async fn replace(store: &Store, caller: &Caller, csv: &str) -> Result<Result
 pub async fn export(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Role::Viewer)?;
     let (version, rows) = current(&state.store).await?;
-    Ok((
-        [
-            (CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
-            (CONTENT_DISPOSITION, format!("attachment; filename=\"grid-intensity-v{}.csv\"", version.version)),
-            (axum::http::HeaderName::from_static("x-grid-version"), version.version.to_string()),
-        ],
-        grid::to_csv(&rows),
-    )
-        .into_response())
+    Ok(csv_download("grid-intensity", "x-grid-version", version.version, grid::to_csv(&rows)))
 }
 
 /// Replaces the grid-intensity table with a CSV (role finance or admin).

@@ -63,15 +63,21 @@ pub async fn export(State(state): State<AppState>, caller: Caller) -> Result<Res
     caller.require(Role::Viewer)?;
     let version = state.store.catalog_version().await?.map(|v| v.version).unwrap_or(0);
     let rows = state.store.price_catalog().await?;
-    Ok((
+    Ok(csv_download("price-catalog", "x-catalog-version", version, prices::to_csv(&rows)))
+}
+
+/// A versioned CSV as a download named `{stem}-v{version}.csv`, its version also in the header
+/// `version_header`.
+pub(crate) fn csv_download(stem: &str, version_header: &'static str, version: i64, csv: String) -> Response {
+    (
         [
             (CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
-            (CONTENT_DISPOSITION, format!("attachment; filename=\"price-catalog-v{version}.csv\"")),
-            (axum::http::HeaderName::from_static("x-catalog-version"), version.to_string()),
+            (CONTENT_DISPOSITION, format!("attachment; filename=\"{stem}-v{version}.csv\"")),
+            (axum::http::HeaderName::from_static(version_header), version.to_string()),
         ],
-        prices::to_csv(&rows),
+        csv,
     )
-        .into_response())
+        .into_response()
 }
 
 /// Replaces the catalog with a CSV (role finance or admin).

@@ -37,9 +37,19 @@ pub async fn build_and_store(store: &Store, caller: &Caller, request: ReportRequ
     let name = name.to_string();
     let version = store.catalog_version().await?.map(|v| v.version).unwrap_or(0);
     let catalog = store.price_catalog().await?;
-    let (grid_version, grid) = match store.grid_table().await? {
-        Some((version, rows)) => (version.version, rows),
-        None => (0, vec![]),
+    // The grid-intensity table only where a deployment gives its power; one that cannot be
+    // read leaves those deployments to name the figure they lack, not every report failing.
+    let (grid_version, grid) = if request.deployments.iter().any(|d| d.power_watts.is_some()) {
+        match store.grid_table().await {
+            Ok(Some((version, rows))) => (version.version, rows),
+            Ok(None) => (0, vec![]),
+            Err(e) => {
+                tracing::error!(error = %e, "the grid-intensity table cannot be read; reports count no grid from it");
+                (0, vec![])
+            }
+        }
+    } else {
+        (0, vec![])
     };
     let mut wanted: Vec<Uuid> = request
         .deployments

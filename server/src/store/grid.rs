@@ -2,7 +2,8 @@
 
 use sqlx::FromRow;
 
-use super::{DatabaseKind, Store, now_ms};
+use super::Store;
+use super::{Made, record_version};
 use crate::grid::{self, GridRow};
 
 /// One version of the grid-intensity table.
@@ -54,8 +55,6 @@ impl Store {
         Ok(version.expect("written unless only_if_empty"))
     }
 
-    /// The next version number is read and written under a lock (Postgres; SQLite has one
-    /// writer), so two imports at once get two versions in turn.
     async fn write_grid_table(
         &self,
         rows: &[GridRow],
@@ -64,27 +63,11 @@ impl Store {
         only_if_empty: bool,
     ) -> anyhow::Result<Option<i64>> {
         let (_writing, mut tx) = self.begin_write().await?;
-        if self.backend == DatabaseKind::Postgres {
-            sqlx::query("LOCK TABLE grid_versions IN SHARE ROW EXCLUSIVE MODE").execute(&mut *tx).await?;
-        }
-        let (last,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(version) FROM grid_versions").fetch_one(&mut *tx).await?;
-        if only_if_empty && last.is_some() {
+        let Some(version) = self.next_version(&mut tx, "grid_versions", only_if_empty).await? else {
             return Ok(None);
-        }
-        let version = last.unwrap_or(0) + 1;
-        sqlx::query(
-            "INSERT INTO grid_versions (version, created_at_ms, created_by, origin, row_count, csv) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(version)
-        .bind(now_ms())
-        .bind(created_by)
-        .bind(origin)
-        .bind(rows.len() as i64)
-        .bind(grid::to_csv(rows))
-        .execute(&mut *tx)
-        .await?;
+        };
+        let made = Made { version, created_by, origin, rows: rows.len(), csv: grid::to_csv(rows) };
+        record_version(&mut tx, "grid_versions", made).await?;
         tx.commit().await?;
         Ok(Some(version))
     }

@@ -372,3 +372,55 @@ impl<'q> Encode<'q, Any> for OptF64 {
         }
     }
 }
+
+impl Store {
+    /// In `tx`, the next version of the versioned table `versions` (`catalog_versions`,
+    /// `grid_versions`), read under a lock on it (Postgres; SQLite has one writer) so that two
+    /// imports at once get two versions in turn instead of one failing on the same number;
+    /// `None` where `only_if_empty` and a version exists.
+    async fn next_version(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        versions: &'static str,
+        only_if_empty: bool,
+    ) -> anyhow::Result<Option<i64>> {
+        if self.backend == DatabaseKind::Postgres {
+            // Conflicts with itself and with writes, not with readers.
+            let lock = format!("LOCK TABLE {versions} IN SHARE ROW EXCLUSIVE MODE");
+            sqlx::query(AssertSqlSafe(lock)).execute(&mut **tx).await?;
+        }
+        let newest = format!("SELECT MAX(version) FROM {versions}");
+        let (last,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(newest)).fetch_one(&mut **tx).await?;
+        Ok(if only_if_empty && last.is_some() { None } else { Some(last.unwrap_or(0) + 1) })
+    }
+}
+
+/// A version of a versioned table, as [`record_version`] writes it.
+struct Made<'a> {
+    version: i64,
+    created_by: &'a str,
+    origin: &'a str,
+    rows: usize,
+    csv: String,
+}
+
+/// Records a version in `versions` (its number, who made it and how, its rows and CSV).
+async fn record_version(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    versions: &'static str,
+    made: Made<'_>,
+) -> anyhow::Result<()> {
+    let insert = format!(
+        "INSERT INTO {versions} (version, created_at_ms, created_by, origin, row_count, csv) VALUES ($1, $2, $3, $4, $5, $6)"
+    );
+    sqlx::query(AssertSqlSafe(insert))
+        .bind(made.version)
+        .bind(now_ms())
+        .bind(made.created_by)
+        .bind(made.origin)
+        .bind(made.rows as i64)
+        .bind(made.csv)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}

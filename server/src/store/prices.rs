@@ -3,7 +3,7 @@
 use sqlx::{AssertSqlSafe, FromRow};
 use uuid::Uuid;
 
-use super::{DatabaseKind, Store, now_ms};
+use super::{Made, Store, record_version};
 use crate::prices::{self, PriceRow};
 
 #[derive(FromRow)]
@@ -87,16 +87,9 @@ impl Store {
         only_if_empty: bool,
     ) -> anyhow::Result<Option<i64>> {
         let (_writing, mut tx) = self.begin_write().await?;
-        if self.backend == DatabaseKind::Postgres {
-            // Conflicts with itself and with writes, not with readers.
-            sqlx::query("LOCK TABLE catalog_versions IN SHARE ROW EXCLUSIVE MODE").execute(&mut *tx).await?;
-        }
-        let (last,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(version) FROM catalog_versions").fetch_one(&mut *tx).await?;
-        if only_if_empty && last.is_some() {
+        let Some(version) = self.next_version(&mut tx, "catalog_versions", only_if_empty).await? else {
             return Ok(None);
-        }
-        let version = last.unwrap_or(0) + 1;
+        };
         sqlx::query("DELETE FROM price_catalog").execute(&mut *tx).await?;
         const COLUMNS: usize = 14;
         for chunk in rows.chunks(500) {
@@ -128,18 +121,8 @@ impl Store {
             }
             query.execute(&mut *tx).await?;
         }
-        sqlx::query(
-            "INSERT INTO catalog_versions (version, created_at_ms, created_by, origin, row_count, csv) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(version)
-        .bind(now_ms())
-        .bind(created_by)
-        .bind(origin)
-        .bind(rows.len() as i64)
-        .bind(prices::to_csv(rows))
-        .execute(&mut *tx)
-        .await?;
+        let made = Made { version, created_by, origin, rows: rows.len(), csv: prices::to_csv(rows) };
+        record_version(&mut tx, "catalog_versions", made).await?;
         tx.commit().await?;
         Ok(Some(version))
     }

@@ -279,6 +279,34 @@ pub async fn post(
     (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
 }
 
+/// GETs a versioned CSV (the price catalog, the grid-intensity table): its status, the version
+/// its `version_header` names, and its text.
+pub async fn csv_get(
+    app: &TestApp,
+    token: &str,
+    path: &str,
+    version_header: &str,
+) -> (reqwest::StatusCode, String, String) {
+    let response = app.http.get(app.url(path)).bearer_auth(token).send().await.unwrap();
+    let version = response.headers().get(version_header).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (response.status(), version, response.text().await.unwrap())
+}
+
+/// POSTs `csv` as `text/csv` to `path`: the status and the JSON answer.
+pub async fn csv_post(app: &TestApp, token: &str, path: &str, csv: &str) -> (reqwest::StatusCode, serde_json::Value) {
+    let response = app
+        .http
+        .post(app.url(path))
+        .bearer_auth(token)
+        .header("content-type", "text/csv")
+        .body(csv.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(serde_json::Value::Null))
+}
+
 /// A run of `node` with quantization and transport figures, every latency × `scale`.
 pub fn fleet_run(node: &str, started_at_ms: i64, scale: f64) -> model::RunUpload {
     let m = |suite: Suite, case: &str, params: &[(&str, &str)], value: f64| Measurement {
