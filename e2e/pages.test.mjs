@@ -411,18 +411,33 @@ test('admin: the shipped price catalog, a refused import located cell by cell, t
   await hydrated(page);
   const csv = await page.inputValue('#catalog-csv');
   await page.fill('#catalog-csv', csv.replace(',1.006,', ',1.0.6,'));
-  await page.click('button:has-text("Import as a new version")');
+  await page.click('button[data-import=catalog-csv]');
   const alert = page.locator('.problems[role=alert]');
   await alert.waitFor();
   assert.match(await alert.innerText(), /1 problem in the catalog; nothing was imported/);
   assert.match(await alert.innerText(), /line \d+, column hourly_usd: “1\.0\.6” is not an amount in USD/);
   await review(page, 'admin-refused-1280');
   await page.fill('#catalog-csv', csv.replace(',1.006,', ',1.1,'));
-  await page.click('button:has-text("Import as a new version")');
+  await page.click('button[data-import=catalog-csv]');
   await page.getByRole('status').filter({ hasText: 'Imported version 2' }).waitFor();
   await page.locator('[data-out=catalog-version]', { hasText: 'Version 2 — imported by admin' }).waitFor();
   assert.match(await page.locator('table.prices').innerText(), /g5\.xlarge.*\$1\.10\b/);
   await review(page, 'admin-1280');
+  // The grid-intensity table: shipped, a refused import, then a new version (of a region no
+  // other test prices in).
+  assert.match(await page.locator('[data-out=grid-version]').innerText(), /^Version 1 — the table shipped with Headroom/);
+  assert.match(await page.locator('table.grid-intensity').innerText(), /aws\s+us-east-1\s+Virginia, US\s+379\.069\s+1\.135\s+2026-12-06\s+EPA eGRID2020/);
+  const grid = await page.inputValue('#grid-csv');
+  assert.ok(grid.includes('aws,af-south-1,South Africa,900.6,1.135,'));
+  await page.fill('#grid-csv', grid.replace('aws,af-south-1,South Africa,900.6,1.135,', 'aws,af-south-1,South Africa,900.6,0.9,'));
+  await page.click('button[data-import=grid-csv]');
+  await page.locator('.problems[role=alert]', { hasText: /line 2, column pue: “0\.9” is not a number from 1 to 5/ }).waitFor();
+  await page.fill('#grid-csv', grid.replace('aws,af-south-1,South Africa,900.6,', 'aws,af-south-1,South Africa,850,'));
+  await page.click('button[data-import=grid-csv]');
+  await page.getByRole('status').filter({ hasText: /^Imported version 2: \d+ regions\.$/ }).waitFor();
+  await page.locator('[data-out=grid-version]', { hasText: 'Version 2 — imported by admin' }).waitFor();
+  assert.match(await page.locator('table.grid-intensity').innerText(), /af-south-1\s+South Africa\s+850\s/);
+  await noNaN(page);
   assert.deepEqual(problems, []);
   await context.close();
 });
@@ -506,7 +521,7 @@ test('reports: chargeback by team, with idle replicas shared by the stated polic
   assert.match(await page.locator('[data-out=idle-policy]').innerText(), /Policy “proportional”/);
   // 450 replicas × 100 W × AWS's 1.135 × 720 h = 36,774 kWh on us-east-1's 379.069 g/kWh.
   assert.equal(await page.locator('[data-out=report-co2e]').innerText(), '13,940 kg CO2e');
-  assert.match(await page.locator('[data-out=report-co2e-note]').innerText(), /^36,774 kWh, \d+\.\d{3} g per 1,000 requests; 1 of 2 deployments gave their power; grid-intensity table v1\./);
+  assert.match(await page.locator('[data-out=report-co2e-note]').innerText(), /^36,774 kWh, \d+\.\d{3} g per 1,000 requests; 1 of 2 deployments gave their power; grid-intensity table v\d+\./);
   const rows = page.locator('table.chargeback tbody tr');
   assert.equal(await rows.count(), 2);
   // Costliest first; a team named like markup is shown as text.

@@ -73,6 +73,8 @@ pub trait Backend: Send + Sync + 'static {
     fn price_catalog(&self, headers: http::HeaderMap) -> Answer<CatalogView>;
     /// The grid-intensity table in force.
     fn grid_table(&self, headers: http::HeaderMap) -> Answer<GridView>;
+    /// Replaces the grid-intensity table with a CSV.
+    fn import_grid(&self, headers: http::HeaderMap, csv: String) -> Answer<ImportOutcome>;
     /// Replaces the price catalog with a CSV.
     fn import_prices(&self, headers: http::HeaderMap, csv: String) -> Answer<ImportOutcome>;
     /// People, tokens and agents for an admin; `None` for anyone else signed in.

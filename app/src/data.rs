@@ -327,7 +327,15 @@ pub struct CatalogView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GridView {
     pub version: i64,
+    pub created_at_ms: i64,
+    pub created_by: String,
+    /// `default` (shipped) or `import`.
+    pub origin: String,
     pub rows: Vec<GridRowView>,
+    /// The table as CSV, to edit and import again.
+    pub csv: String,
+    /// Whether the caller may import (roles finance and admin).
+    pub can_edit: bool,
 }
 
 /// One region's grid, as the Planner's region picker lists it.
@@ -641,6 +649,12 @@ pub async fn price_catalog() -> Result<CatalogView, ServerFnError> {
 #[server(prefix = "/srv", endpoint = "grid_table")]
 pub async fn grid_table() -> Result<GridView, ServerFnError> {
     backend().0.grid_table(headers().await?).await.map_err(crate::backend::page_error)
+}
+
+/// Replaces the grid-intensity table with `csv` (roles finance and admin).
+#[server(prefix = "/srv", endpoint = "import_grid")]
+pub async fn import_grid(csv: String) -> Result<ImportOutcome, ServerFnError> {
+    backend().0.import_grid(headers().await?, csv).await.map_err(crate::backend::page_error)
 }
 
 /// Replaces the catalog with `csv` (roles finance and admin).

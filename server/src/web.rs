@@ -216,13 +216,13 @@ impl Backend for WebBackend {
 
     fn import_prices(&self, headers: HeaderMap, csv: String) -> Answer<ImportOutcome> {
         self.answer(headers, move |store, caller| async move {
-            Ok(match api::prices::replace(&store, &caller, &csv).await? {
-                Ok(done) => ImportOutcome::Imported { version: done.version, rows: done.rows },
-                Err(rejected) => ImportOutcome::Rejected {
-                    error: rejected.error,
-                    problems: rejected.errors.into_iter().map(|e| (e.line, e.column, e.reason)).collect(),
-                },
-            })
+            Ok(outcome(api::prices::replace(&store, &caller, &csv).await?))
+        })
+    }
+
+    fn import_grid(&self, headers: HeaderMap, csv: String) -> Answer<ImportOutcome> {
+        self.answer(headers, move |store, caller| async move {
+            Ok(outcome(api::grid::replace(&store, &caller, &csv).await?))
         })
     }
 }
@@ -339,7 +339,11 @@ async fn require_sign_in(State(state): State<AppState>, request: Request, next: 
     let path = request.uri().path();
     // Page-data endpoints check the caller themselves and answer errors, not redirects.
     if path.starts_with("/srv/") {
-        let limit = if path == "/srv/import_prices" { api::prices::MAX_CATALOG_BYTES } else { crate::MAX_BODY_BYTES };
+        let limit = match path {
+            "/srv/import_prices" => api::prices::MAX_CATALOG_BYTES,
+            "/srv/import_grid" => api::grid::MAX_GRID_BYTES,
+            _ => crate::MAX_BODY_BYTES,
+        };
         return match crate::buffer_body(request, limit).await {
             // Page data is the caller's own, and some of it is a secret shown once (a new
             // token or password): no cache or history may keep it.
@@ -405,4 +409,15 @@ fn encode_query_value(text: &str) -> String {
         }
     }
     out
+}
+
+/// An import's answer as the Admin page shows it.
+fn outcome(result: Result<api::prices::Imported, api::prices::Rejected>) -> ImportOutcome {
+    match result {
+        Ok(done) => ImportOutcome::Imported { version: done.version, rows: done.rows },
+        Err(rejected) => ImportOutcome::Rejected {
+            error: rejected.error,
+            problems: rejected.errors.into_iter().map(|e| (e.line, e.column, e.reason)).collect(),
+        },
+    }
 }

@@ -64,7 +64,12 @@ async fn a_reports_emissions_come_from_the_grid_table_in_force_and_every_export_
         assert!((ranker["energy_kwh"].as_f64().unwrap() - energy).abs() < 1e-9, "{ranker}");
         assert!((ranker["co2e_kg"].as_f64().unwrap() - energy * 0.379069).abs() < 1e-9, "{ranker}");
         assert_eq!(ranker["power_source"], "measured");
-        assert!(ranker["grid_from"].as_str().unwrap().starts_with("grid and PUE from aws us-east-1 grid-intensity v1: EPA eGRID2020"));
+        assert!(
+            ranker["grid_from"]
+                .as_str()
+                .unwrap()
+                .starts_with("grid and PUE from aws us-east-1 grid-intensity v1: EPA eGRID2020")
+        );
         let embedder = &built["rows"][1]["carbon"];
         assert_eq!((embedder["grid_from"].as_str(), embedder["pue"].as_f64()), (Some("entered"), Some(1.5)));
         assert_eq!(embedder["co2e_g_per_1000_requests"], Value::Null, "no request served");

@@ -328,6 +328,7 @@ fn routes(f: &Fixtures) -> Vec<Route> {
         ("grid_table", VIEWER, form(&[])),
         ("save_scenario", PLANNER, form(&[("kind", "planner"), ("name", "roles page scenario"), ("query", "")])),
         ("import_prices", FINANCE, form(&[("csv", catalog.as_str())])),
+        ("import_grid", FINANCE, form(&[("csv", grid.as_str())])),
         ("reports", FINANCE, form(&[])),
         ("budgets", FINANCE, form(&[])),
         ("set_budget", FINANCE, form(&[("scope", "deployment"), ("name", "roles"), ("monthly_usd", "50")])),

@@ -87,6 +87,11 @@ pub async fn view(store: &Store, caller: &Caller) -> Result<app::data::GridView,
     let (version, rows) = current(store).await?;
     Ok(app::data::GridView {
         version: version.version,
+        created_at_ms: version.created_at_ms,
+        created_by: version.created_by,
+        origin: version.origin,
+        csv: grid::to_csv(&rows),
+        can_edit: caller.require(Role::Finance).is_ok(),
         rows: rows
             .into_iter()
             .map(|r| app::data::GridRowView {
