@@ -419,7 +419,7 @@ async fn each_nodes_latest_run_is_read_from_its_digest_and_older_rows_are_recomp
         assert_eq!(store.refresh_digests().await.unwrap(), 0, "{backend}: nothing left to rewrite");
         let (stale,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT COUNT(*) FROM run_suites WHERE digest_version <> {} OR digest IS NULL",
-            measured::DIGEST_VERSION
+            measured::digest_version_sql("suite")
         )))
         .fetch_one(&mut conn)
         .await

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
 use model::plan::regression;
-use model::wire::measured::{self, DIGEST_VERSION, SuiteDigest};
+use model::wire::measured::{self, SuiteDigest, digest_version, digest_version_sql};
 use model::{
     Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload, Stats,
     Suite, Unit,
@@ -342,7 +342,7 @@ impl Store {
             .bind(Suite::Endpoint.as_str())
             .fetch_all(&self.pool)
             .await?;
-        rows.retain(|row| stored_digest(row).is_some());
+        rows.retain(|row| stored_digest(Suite::Endpoint, row).is_some());
         self.resolve_digests(Suite::Endpoint, rows, false).await
     }
 
@@ -379,7 +379,7 @@ impl Store {
         let parsed: Vec<(DigestRow, Option<SuiteDigest>)> = rows
             .into_iter()
             .map(|row| {
-                let digest = stored_digest(&row);
+                let digest = stored_digest(suite, &row);
                 (row, digest)
             })
             .collect();
@@ -448,17 +448,18 @@ impl Store {
     }
 
     /// Rewrites, a batch at a time, every digest stored before digests existed or by an older
-    /// reading of runs ([`DIGEST_VERSION`]); returns how many. Replicas may run it at once: each
+    /// reading of runs ([`digest_version`]); returns how many. Replicas may run it at once: each
     /// writes the same digest, in key order (so two never wait on each other crosswise), and
     /// never over a newer reading a newer server stored.
     pub async fn refresh_digests(&self) -> anyhow::Result<u64> {
         let mut after = (String::new(), String::new());
         let mut rewritten = 0;
+        let current = digest_version_sql("suite");
         loop {
             // A range of the primary key, from where the last batch ended.
             let stale: Vec<(String, String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
                 "SELECT suite, run_id, started_at_ms FROM run_suites WHERE (suite, run_id) > ($1, $2) \
-                 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) AND measurements_removed_at_ms IS NULL \
+                 AND (digest_version < {current} OR digest IS NULL) AND measurements_removed_at_ms IS NULL \
                  ORDER BY suite, run_id LIMIT {BACKFILL_BATCH}"
             )))
             .bind(&after.0)
@@ -477,11 +478,12 @@ impl Store {
                 let digests: BTreeMap<String, SuiteDigest> =
                     self.compute_digests(suite, &run_ids, true).await?.into_iter().collect();
                 let (_writing, mut tx) = self.begin_write().await?;
+                let version = digest_version(suite);
                 for (run_id, digest) in digests {
                     let stored = StoredDigest::new(suite, &digest)?;
                     rewritten += sqlx::query(AssertSqlSafe(format!(
-                        "UPDATE run_suites SET digest_version = {DIGEST_VERSION}, digest = $1, llm = $2, headline = $3 \
-                         WHERE suite = $4 AND run_id = $5 AND (digest_version < {DIGEST_VERSION} OR digest IS NULL) \
+                        "UPDATE run_suites SET digest_version = {version}, digest = $1, llm = $2, headline = $3 \
+                         WHERE suite = $4 AND run_id = $5 AND (digest_version < {version} OR digest IS NULL) \
                          AND measurements_removed_at_ms IS NULL"
                     )))
                     .bind(stored.json)
@@ -583,8 +585,8 @@ fn latest_digests_sql(limit: u32) -> String {
 
 /// The digest stored in `row`, where this reading of runs wrote it. A run whose measurements
 /// retention removed has only its stored digest, whatever reading wrote it.
-fn stored_digest(row: &DigestRow) -> Option<SuiteDigest> {
-    (row.digest_version == DIGEST_VERSION || row.measurements_removed_at_ms.is_some())
+fn stored_digest(suite: Suite, row: &DigestRow) -> Option<SuiteDigest> {
+    (row.digest_version == digest_version(suite) || row.measurements_removed_at_ms.is_some())
         .then(|| row.digest.as_deref().and_then(|json| serde_json::from_str::<SuiteDigest>(json).ok()))
         .flatten()
 }
@@ -596,8 +598,9 @@ fn recent_llm_digests_sql(limit: u32) -> String {
     format!(
         "{DIGEST_SELECT} FROM run_suites rs JOIN nodes n ON n.id = rs.node_id \
          WHERE rs.suite = $1 AND rs.llm = 1 \
-         AND (rs.digest_version = {DIGEST_VERSION} OR rs.measurements_removed_at_ms IS NOT NULL) \
-         ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}"
+         AND (rs.digest_version = {} OR rs.measurements_removed_at_ms IS NOT NULL) \
+         ORDER BY rs.started_at_ms DESC, rs.run_id LIMIT {limit}",
+        digest_version(Suite::Endpoint)
     )
 }
 
@@ -915,7 +918,7 @@ async fn store_run(
                         Text(&run_id),
                         Text(&node.node_id),
                         Int(run.started_at_ms),
-                        Int(DIGEST_VERSION),
+                        Int(digest_version(d.suite)),
                         Text(&d.json),
                         Int(i64::from(d.llm)),
                         OptText(class),
