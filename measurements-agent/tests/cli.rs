@@ -143,11 +143,23 @@ async fn without_a_server_the_run_is_printed_and_spooled() {
     run.validate().expect("the agent produces valid runs");
     assert_eq!(run.suites(), vec![model::Suite::System]);
     let cores = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(run.measurements.len(), if cores > 1 { 4 } else { 3 });
+    let memcpy: Vec<&model::Measurement> = run.measurements.iter().filter(|m| m.case == "memcpy").collect();
+    assert_eq!(memcpy.len(), if cores > 1 { 4 } else { 3 });
+    // Power: one skipped case where the kernel publishes no RAPL (this VM), else idle and busy
+    // (each read, or skipped with its reason).
+    let power: Vec<&model::Measurement> = run.measurements.iter().filter(|m| m.case == "power").collect();
+    if std::path::Path::new("/sys/class/powercap").exists() {
+        assert!(!power.is_empty() && power.len() <= 2, "{power:?}");
+    } else {
+        assert_eq!(power.len(), 1, "{power:?}");
+        assert_eq!(power[0].status, model::MeasurementStatus::Skipped);
+        assert!(power[0].reason.as_deref().unwrap_or_default().starts_with("no RAPL: cannot list /sys/class/powercap"));
+    }
+    assert_eq!(run.measurements.len(), memcpy.len() + power.len(), "nothing else");
     if cores > 1 {
-        let all_cores =
-            run.measurements.iter().find(|m| m.parameters["threads"] == cores.to_string()).expect("an all-core case");
-        let one_core = run.measurements.iter().find(|m| m.parameters["bytes"] == (256usize << 20).to_string()).unwrap();
+        let param = |m: &model::Measurement, key: &str| m.parameters.get(key).cloned().unwrap_or_default();
+        let all_cores = memcpy.iter().find(|m| param(m, "threads") == cores.to_string()).expect("an all-core case");
+        let one_core = memcpy.iter().find(|m| param(m, "bytes") == (256usize << 20).to_string()).unwrap();
         // Not a speed assertion: both figures exist and are plausible DRAM bandwidths.
         assert!(all_cores.stats.unwrap().p50 > 1e8 && one_core.stats.unwrap().p50 > 1e8);
     }

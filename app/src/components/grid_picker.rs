@@ -36,6 +36,16 @@ pub fn GridPicker(form: Form) -> impl IntoView {
             form.signal("pue").set(r.pue.to_string());
         }
     };
+    // A figure edited after the pick is no longer the region's: the pick is undone, so the
+    // Emissions card does not name a region whose figure it is not using.
+    Effect::new(move |_| {
+        let (grid, pue) = (form.signal("grid").get(), form.signal("pue").get());
+        let picked = region.get_untracked();
+        let row = rows().into_iter().find(|r| !picked.is_empty() && key(r) == picked);
+        if row.is_some_and(|r| grid != r.g_co2e_per_kwh.to_string() || pue != r.pue.to_string()) {
+            region.set(String::new());
+        }
+    });
     let about = move || {
         let picked = region.get();
         rows()

@@ -9,7 +9,7 @@
 //!
 //! and, serving N requests in those hours, g CO2e per 1,000 requests = emissions ÷ N · 1000.
 //! Idle replicas draw power too, so the provisioned replicas count, not the busy fraction.
-//! W is the figure the page and exports label: measured on the node (NVML, RAPL), the
+//! W is the figure the page and exports label: measured on the node (RAPL today; NVML later), the
 //! datasheet's rated power (an upper bound) or entered. Embodied emissions (making the servers)
 //! are not counted.
 

@@ -30,7 +30,7 @@ pub const MAX_LIFE_MONTHS: f64 = 240.0;
 pub enum PowerSource {
     /// The datasheet's rated (maximum) power: an upper bound.
     Rated,
-    /// Measured on the node (NVML for GPUs, RAPL for CPUs).
+    /// Measured on the node (RAPL for CPU packages and DRAM; NVML for GPUs is not read yet).
     Measured,
     /// Entered without saying.
     Entered,
