@@ -21,7 +21,9 @@ fn gpu_suites_run_or_say_why_not_and_the_rest_still_runs() {
     let run: RunUpload = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {text}"));
     run.validate().expect("a valid run");
     let of = |suite: Suite| run.measurements.iter().filter(move |m| m.suite == suite).collect::<Vec<_>>();
-    assert!(of(Suite::System).iter().all(|m| m.status == MeasurementStatus::Ok), "system still runs");
+    // The copies are measured (power may be skipped: a node without RAPL says why).
+    let memcpy: Vec<_> = of(Suite::System).into_iter().filter(|m| m.case == "memcpy").collect();
+    assert!(!memcpy.is_empty() && memcpy.iter().all(|m| m.status == MeasurementStatus::Ok), "system still runs");
     let gpu: Vec<_> = of(Suite::Transfer).into_iter().chain(of(Suite::Alloc)).chain(of(Suite::Gemm)).collect();
     // 3 memories × 2 directions × 4 sizes + the many-small-copies case; 2 allocators × 2 sizes;
     // 4 precisions × 4 shapes (and, measured, an error figure for each).
