@@ -109,14 +109,13 @@ pub fn to_csv(rows: &[GridRow]) -> String {
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-/// The row for a provider's region, if the table lists it.
-pub fn find<'a>(rows: &'a [GridRow], provider: &str, region: &str) -> Option<&'a GridRow> {
-    rows.iter().find(|r| r.provider == provider && r.region == region)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn find<'a>(rows: &'a [GridRow], provider: &str, region: &str) -> Option<&'a GridRow> {
+        rows.iter().find(|r| r.provider == provider && r.region == region)
+    }
 
     #[test]
     fn the_shipped_table_reads_and_writes_back_unchanged() {

@@ -208,7 +208,7 @@ pub(crate) fn read_csv<T>(
 
 /// Checks a CSV's header against the columns it must have, in order, naming what is missing
 /// or unknown.
-pub(crate) fn header_is(header: &[String], columns: &[&str]) -> Result<(), Vec<CellError>> {
+fn header_is(header: &[String], columns: &[&str]) -> Result<(), Vec<CellError>> {
     if header == columns {
         return Ok(());
     }
