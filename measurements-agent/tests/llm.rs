@@ -19,6 +19,7 @@ use model::RunUpload;
 use model::plan::llm::Engine;
 use model::plan::llm::fit::{check, steps};
 use model::plan::llm::memory::{LlmMemoryInput, LlmShape, fit};
+use model::plan::llm::simulate::sampling;
 use model::plan::memory::Precision;
 use model::units::{Bytes, Seconds};
 
@@ -331,17 +332,35 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     assert!(check.predictions.iter().filter(|p| p.counted).count() >= 3, "{check:?}");
     // The model against the real server, at the three loaded rates: README states the errors
     // measured (the issue's goal, 25 % at each, is not met at every step); a model that misread
-    // the batching (the first version: 97 % and 405 % on this server) fails here.
+    // the batching (the first version: 97 % and 405 % on this server) fails here. A p99 read
+    // off 30 seconds of requests is itself unsure, the more so near capacity: the same run
+    // simulated 100 times with the engine fitted on it, each replicate fitted and checked as
+    // this one, gives the mean |error| that sampling alone reaches when the model's scheduler
+    // holds exactly. A fixed bound of 0.40 failed a CI run at 0.67 (115.9 / 164.8 ms,
+    // 148.6 / 217.7, 568.3 / 290.1 and 608.7 / 1 260.0 measured / predicted); such runs have
+    // that error above 0.40 one time in three. So the error is held to the largest of the
+    // replicates', plus the issue's 25 %, and that bound must stay under 150 %, or these
+    // steps are too short to tell a wrong model from noise.
     let ttft = check.mape_ttft_p99.unwrap();
-    assert!(ttft <= 0.4, "mean |error| of TTFT p99: {ttft:.2}");
+    let noise = sampling(&check, &steps, 100, 1);
+    let (median, worst) = (noise.ttft_p99_error(0.5).unwrap(), noise.ttft_p99_error(1.0).unwrap());
+    eprintln!(
+        "mean |error| of TTFT p99 {ttft:.2}; from sampling alone, over {} simulated runs: median {median:.2}, 90 % {:.2}, largest {worst:.2}",
+        noise.mape_ttft_p99.len(),
+        noise.ttft_p99_error(0.9).unwrap(),
+    );
+    assert!(noise.mape_ttft_p99.len() >= 90, "nearly every simulated run can be checked");
+    let bound = (worst + 0.25).max(0.40);
+    assert!(bound < 1.5, "30-second steps cannot tell a model off by {bound:.2} from noise");
+    assert!(ttft <= bound, "mean |error| of TTFT p99: {ttft:.2}, above what sampling explains ({bound:.2})");
     // ITL's distribution is two-valued, plain gaps and gaps that read a prompt (5 ms against
     // 60 ms here): near the rate where 1 % of gaps read one, its p99 jumps from one to the other
     // (4.97 ms and 9.91 ms measured, 58 ms predicted, in runs at 1.6/s and 2.4/s). So, as in the
     // simulation test, a predicted p99 also agrees when it sits within 2.5 points of rank of
     // the measured one, read off the stored histogram.
     // Per step the error counts as none where the prediction sits within those 2.5 points; the
-    // mean over the loaded steps is held to 40 %, as TTFT's is (one step alone near the jump
-    // measured 9.6 ms against 4.7 ms predicted in a CI run).
+    // mean over the loaded steps is held to 40 % (one step alone near the jump measured 9.6 ms
+    // against 4.7 ms predicted in a CI run).
     let mut errors = Vec::new();
     for p in check.predictions.iter().filter(|p| p.counted) {
         let itl = run
@@ -367,6 +386,8 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
         .text()
         .unwrap();
     assert!(page.contains("Your LLM server under load"), "{page}");
+    // Its steps are short: the page says how few requests each p99 rests on.
+    assert!(page.contains("rests on as few as"), "{page}");
     let table = page.split("llm-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
     assert_eq!(table.matches("<tr").count(), 1 + 4, "a header row and a row per step: {table}");
     for chart in ["ttft-cdf", "itl-cdf", "tokens"] {

@@ -1,12 +1,14 @@
 //! Prints the continuous-batching model's check against an LLM endpoint run: the engine fitted
 //! on the run, then each step's measured TTFT and ITL p50/p99 beside the model's at the offered
-//! rate, with the p99 errors and their mean over the counted steps.
+//! rate, with the p99 errors and their mean over the counted steps, and how far that mean
+//! moves from sampling alone (the run simulated with the fitted engine, 200 times).
 //!
 //! `measurements-agent run endpoint --protocol openai-completions … --json > run.json;
 //! cargo run -p model --example llm_check -- run.json SLOTS`
 
 use model::RunUpload;
 use model::plan::llm::fit::{check, steps};
+use model::plan::llm::simulate::sampling;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -64,4 +66,17 @@ fn main() {
         pct(check.mape_ttft_p99),
         pct(check.mape_itl_p99)
     );
+    // What sampling alone gives a run of these steps when the fitted engine is exactly right.
+    let noise = sampling(&check, &steps, 200, 1);
+    if let (Some(median), Some(p90), Some(worst)) =
+        (noise.ttft_p99_error(0.5), noise.ttft_p99_error(0.9), noise.ttft_p99_error(1.0))
+    {
+        println!(
+            "the same steps simulated {} times with the fitted engine, fitted and checked alike: mean |error| of TTFT p99 median {:.0} %, 90 % {:.0} %, largest {:.0} %",
+            noise.mape_ttft_p99.len(),
+            median * 100.0,
+            p90 * 100.0,
+            worst * 100.0
+        );
+    }
 }

@@ -1,12 +1,9 @@
 //! The queueing model against a discrete-event simulation written here: Poisson arrivals,
 //! first-come first-served over c replicas, seeded and deterministic.
 
-mod common;
-
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use common::gamma;
 use model::plan::queue::Queue;
 use model::plan::rng::Rng;
 
@@ -26,7 +23,7 @@ fn simulate_p99(lambda: f64, mean: f64, cv: f64, c: u32, n: usize, seed: u64) ->
             rng.exp(1.0 / mean)
         } else {
             let shape = 1.0 / (cv * cv);
-            gamma(&mut rng, shape) * mean / shape
+            rng.gamma(shape) * mean / shape
         };
         let Reverse(free) = free_at.pop().unwrap();
         let start = free.max(to_ns(now));
@@ -90,7 +87,7 @@ fn service(rng: &mut Rng, mean: f64, cv: f64) -> f64 {
         return mean;
     }
     let shape = 1.0 / (cv * cv);
-    gamma(rng, shape) * mean / shape
+    rng.gamma(shape) * mean / shape
 }
 
 /// A closed loop: `n` requests sent back to back to `c` servers, first come first served; the

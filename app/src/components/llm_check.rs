@@ -63,9 +63,25 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
         e.slots,
     );
     let counted = check.predictions.iter().filter(|p| p.counted).count();
+    // A p99 of a few hundred requests is itself unsure: say on how few the error rests.
+    let fewest = check
+        .predictions
+        .iter()
+        .filter(|p| p.counted)
+        .filter_map(|p| steps.iter().find(|s| s.step.step == p.step))
+        .map(|s| s.requests)
+        .min()
+        .unwrap_or(0);
+    let noise = if fewest < 1000 {
+        format!(
+            " Each of those p99s rests on as few as {fewest} requests, and near capacity one burst moves such a p99 by tens of per cent: part of this error is the steps' own noise (simulated with the model exactly right, four 30-second steps up to 57 % of capacity come out over 40 % off one run in three). Longer steps tell the model's error more surely."
+        )
+    } else {
+        String::new()
+    };
     let error = match (check.mape_ttft_p99, check.mape_itl_p99) {
         (Some(ttft), Some(itl)) => format!(
-            "The model's TTFT p99 is off by {:.0} % and its ITL p99 by {:.0} % on average over the {counted} steps below 80 % of capacity.",
+            "The model's TTFT p99 is off by {:.0} % and its ITL p99 by {:.0} % on average over the {counted} steps below 80 % of capacity.{noise}",
             ttft * 100.0,
             itl * 100.0
         ),
