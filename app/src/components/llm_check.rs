@@ -74,7 +74,7 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
         .unwrap_or(0);
     let noise = if fewest < 1000 {
         format!(
-            " Each of those p99s rests on as few as {fewest} requests, and near capacity one burst moves such a p99 by tens of per cent: part of this error is the steps' own noise (simulated with the model exactly right, four 30-second steps up to 57 % of capacity come out over 40 % off one run in three). Longer steps tell the model's error more surely."
+            " Each of those p99s rests on as few as {fewest} requests, and near capacity one burst moves such a p99 by tens of per cent: part of this error is the steps' own noise (simulated with the model exactly right, four 30-second steps up to 57 % of capacity come out over 50 % off one run in ten). Longer steps tell the model's error more surely."
         )
     } else {
         String::new()

@@ -10,9 +10,9 @@
 //! that noise, the steps of a run are simulated again and again with the engine fitted on it
 //! (at each step's rate, length mix and number of requests), each replicate is fitted and
 //! checked as the run was, and the spread of the replicates' mean |error| of TTFT p99 is what
-//! sampling alone gives when the model's scheduler holds exactly (a parametric bootstrap). With
-//! 30-second steps at 9–57 % of a CPU-like engine's capacity that mean was above 0.40 in 31 % of
-//! replicates, and its 99th percentile was 0.79 (`model/tests/llm_simulation.rs`).
+//! sampling alone gives when the model's scheduler holds exactly (a parametric bootstrap). For
+//! four 30-second steps at 9–57 % of a CPU-like engine's capacity that mean was 0.24 in the
+//! median replicate, above 0.54 in one in ten and up to 0.81 (`model/tests/llm_simulation.rs`).
 
 use std::collections::VecDeque;
 
