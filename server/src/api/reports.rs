@@ -123,35 +123,33 @@ pub async fn get_one(
         return Err(ApiError::NotFound("no report has an id like that".into()));
     }
     let report = state.store.report(&id).await?.ok_or_else(|| ApiError::NotFound(format!("no report {id}")))?;
-    let file = |bytes: Vec<u8>, mime: &str, ext: &str| {
-        (
-            [
-                (CONTENT_TYPE, mime.to_string()),
-                (CONTENT_DISPOSITION, format!("attachment; filename=\"{}.{ext}\"", file_stem(&report))),
-            ],
-            bytes,
-        )
-            .into_response()
+    let Some(format) = format else { return Ok(Json(&report).into_response()) };
+    let (mime, ext) = match format.as_str() {
+        "csv" => ("text/csv; charset=utf-8", "csv"),
+        "parquet" => ("application/vnd.apache.parquet", "parquet"),
+        "xlsx" => ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", "xlsx"),
+        other => return Err(ApiError::NotFound(format!("no export format '{other}'; use csv, xlsx or parquet"))),
     };
-    let failed = |e: String| ApiError::Internal(anyhow::anyhow!("export failed: {e}"));
-    Ok(match format.as_deref() {
-        None => Json(&report).into_response(),
-        Some("csv") => {
-            file(reports::to_csv(&report).map_err(|e| failed(e.to_string()))?, "text/csv; charset=utf-8", "csv")
-        }
-        Some("parquet") => file(
-            reports::to_parquet(&report).map_err(|e| failed(e.to_string()))?,
-            "application/vnd.apache.parquet",
-            "parquet",
-        ),
-        Some("xlsx") => file(
-            reports::to_xlsx(&report).map_err(|e| failed(e.to_string()))?,
-            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-            "xlsx",
-        ),
-        Some(other) => return Err(ApiError::NotFound(format!("no export format '{other}'; use csv, xlsx or parquet"))),
-    })
+    let stem = file_stem(&report);
+    let bytes = EXPORTING
+        .run(move || match ext {
+            "csv" => reports::to_csv(&report).map_err(|e| e.to_string()),
+            "parquet" => reports::to_parquet(&report).map_err(|e| e.to_string()),
+            _ => reports::to_xlsx(&report).map_err(|e| e.to_string()),
+        })
+        .await?
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("export failed: {e}")))?;
+    Ok((
+        [(CONTENT_TYPE, mime.to_string()), (CONTENT_DISPOSITION, format!("attachment; filename=\"{stem}.{ext}\""))],
+        bytes,
+    )
+        .into_response())
 }
+
+/// Exports are whole files built in memory (an XLSX of 10,000 deployments is a good part of a
+/// second of CPU), and a forecast is months × deployments: on the blocking pool, a few at a
+/// time, so that downloads never stall the runtime serving everything else.
+static EXPORTING: crate::blocking::Limited = crate::blocking::Limited::new();
 
 /// A report's chargeback by team and cost centre, with idle cost charged by the report's
 /// policy (`{id}/chargeback`), or its 12-month forecast by team and deployment beside their
@@ -178,31 +176,37 @@ pub async fn get_part(
         return Err(ApiError::NotFound("no report has an id like that".into()));
     }
     let report = state.store.report(&id).await?.ok_or_else(|| ApiError::NotFound(format!("no report {id}")))?;
-    let exported = if part == "chargeback" {
-        match ext {
-            None => return Ok(Json(crate::chargeback::teams(&report)).into_response()),
-            Some(ext) => crate::chargeback::export(&report, ext),
-        }
-    } else {
-        let forecast = crate::forecast::forecast(&report, &state.store.budgets().await?);
-        match ext {
-            None => return Ok(Json(forecast).into_response()),
-            Some(ext) => crate::forecast::export(&report, &forecast, ext),
-        }
-    };
-    let ext = ext.unwrap_or_default();
-    let (bytes, mime) = exported
-        .ok_or_else(|| ApiError::NotFound(format!("no export format '{ext}'; use csv, xlsx or parquet")))?
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("export failed: {e}")))?;
-    let name = file_stem(&report);
-    Ok((
-        [
-            (CONTENT_TYPE, mime.to_string()),
-            (CONTENT_DISPOSITION, format!("attachment; filename=\"{name}-{part}.{ext}\"")),
-        ],
-        bytes,
-    )
-        .into_response())
+    let budgets = if part == "forecast" { state.store.budgets().await? } else { Vec::new() };
+    let (part, ext) = (part.to_string(), ext.map(str::to_string));
+    EXPORTING
+        .run(move || {
+            let exported = if part == "chargeback" {
+                match ext.as_deref() {
+                    None => return Ok(Json(crate::chargeback::teams(&report)).into_response()),
+                    Some(ext) => crate::chargeback::export(&report, ext),
+                }
+            } else {
+                let forecast = crate::forecast::forecast(&report, &budgets);
+                match ext.as_deref() {
+                    None => return Ok(Json(forecast).into_response()),
+                    Some(ext) => crate::forecast::export(&report, &forecast, ext),
+                }
+            };
+            let ext = ext.unwrap_or_default();
+            let (bytes, mime) = exported
+                .ok_or_else(|| ApiError::NotFound(format!("no export format '{ext}'; use csv, xlsx or parquet")))?
+                .map_err(|e| ApiError::Internal(anyhow::anyhow!("export failed: {e}")))?;
+            let name = file_stem(&report);
+            Ok((
+                [
+                    (CONTENT_TYPE, mime.to_string()),
+                    (CONTENT_DISPOSITION, format!("attachment; filename=\"{name}-{part}.{ext}\"")),
+                ],
+                bytes,
+            )
+                .into_response())
+        })
+        .await?
 }
 
 /// A report's name and first day as a file name: letters, digits and dashes only.
