@@ -335,29 +335,34 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     );
     assert!(check.predictions.iter().filter(|p| p.counted).count() >= 3, "{check:?}");
     // The model against the real server, at the three loaded rates: README states the errors
-    // measured; a model that misread the batching (the first version: 97 % and 405 % on this
-    // server) fails here. A p99 read off 30 seconds of requests is itself unsure, the more so
-    // near capacity: the same run simulated 100 times with the engine fitted on it, each
-    // replicate fitted and checked as this one, gives the mean |error| that sampling alone
-    // reaches when the model's scheduler holds exactly. A fixed bound of 0.40 failed a CI run
-    // at 0.67 (115.9 / 164.8 ms, 148.6 / 217.7, 568.3 / 290.1 and 608.7 / 1 260.0 measured /
-    // predicted); such runs have that error above 0.54 one time in ten
-    // (`model/tests/llm_simulation.rs`). So the error is held to the largest of the
-    // replicates', plus the issue's 25 %. And if one replicate in ten is off by 100 % from
-    // noise alone, these steps are too short to tell a wrong model from noise: that fails too.
+    // measured. A p99 read off 30 seconds of requests is itself unsure, the more so near
+    // capacity: the same run simulated 100 times as the scheduler the model describes, with the
+    // engine fitted on it, each replicate fitted and checked as this one, gives the mean |error|
+    // a run reaches when the server is that scheduler (sampling noise, plus the approximation's
+    // error and the fit's). A fixed bound of 0.40 failed a CI run at 0.67 (115.9 / 164.8 ms,
+    // 148.6 / 217.7, 568.3 / 290.1 and 608.7 / 1 260.0 measured / predicted); 30-second runs of
+    // that scheduler are off by more than 0.5 one time in ten (`model/tests/llm_simulation.rs`).
+    // So:
+    // - the median replicate is off by at most 0.40: the approximation and the fit, checked on
+    //   their own scheduler's output at these rates (a model that misread the batching, as the
+    //   first version did, 97 % and 405 % on this server, fails here);
+    // - one replicate in ten is off by less than 100 %: else these steps are too short to tell
+    //   a wrong model from noise;
+    // - this run is off by no more than the largest replicate plus the issue's 25 % (at least
+    //   0.40 and at most 1.0): llama.cpp behaves as that scheduler, within the noise.
     let ttft = check.mape_ttft_p99.unwrap();
     let noise = sampling(&check, &steps, 100, 1);
-    let (median, worst) = (noise.ttft_p99_error(0.5).unwrap(), noise.ttft_p99_error(1.0).unwrap());
-    eprintln!(
-        "mean |error| of TTFT p99 {ttft:.2}; from sampling alone, over {} simulated runs: median {median:.2}, 90 % {:.2}, largest {worst:.2}",
-        noise.mape_ttft_p99.len(),
-        noise.ttft_p99_error(0.9).unwrap(),
-    );
     assert!(noise.mape_ttft_p99.len() >= 90, "nearly every simulated run can be checked");
-    let one_in_ten = noise.ttft_p99_error(0.9).unwrap();
+    let q = |q: f64| noise.ttft_p99_error(q).unwrap();
+    let (median, one_in_ten, worst) = (q(0.5), q(0.9), q(1.0));
+    eprintln!(
+        "mean |error| of TTFT p99 {ttft:.2}; over {} simulated runs: median {median:.2}, 90 % {one_in_ten:.2}, largest {worst:.2}",
+        noise.mape_ttft_p99.len(),
+    );
+    assert!(median <= 0.4, "the model is off by {median:.2} on its own scheduler's output at these rates");
     assert!(one_in_ten < 1.0, "30-second steps are off by {one_in_ten:.2} one time in ten from noise alone");
-    let bound = (worst + 0.25).max(0.40);
-    assert!(ttft <= bound, "mean |error| of TTFT p99: {ttft:.2}, above what sampling explains ({bound:.2})");
+    let bound = (worst + 0.25).clamp(0.40, 1.0);
+    assert!(ttft <= bound, "mean |error| of TTFT p99: {ttft:.2}, above what the simulated runs explain ({bound:.2})");
     // ITL's distribution is two-valued, plain gaps and gaps that read a prompt (5 ms against
     // 60 ms here): near the rate where 1 % of gaps read one, its p99 jumps from one to the other
     // (4.97 ms and 9.91 ms measured, 58 ms predicted, in runs at 1.6/s and 2.4/s). So, as in the
@@ -374,8 +379,11 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
             .find(|m| m.case == "endpoint_itl" && m.parameters.get("step") == Some(&p.step.to_string()))
             .unwrap();
         let h = histogram(itl.histogram.as_ref().expect("the ITL histogram is stored"));
-        let rank = h.count_between(0, (p.itl_p99.unwrap() * 1e9) as u64) as f64 / h.len() as f64;
-        errors.push(if (0.965..=1.0).contains(&rank) { 0.0 } else { p.error_itl_p99.unwrap().abs() });
+        // Between the measured p96.5 and the largest gap: a prediction above every gap measured
+        // is not within any points of rank, however far above.
+        let predicted = (p.itl_p99.unwrap() * 1e9) as u64;
+        let agrees = predicted >= h.value_at_quantile(0.965) && predicted <= h.max();
+        errors.push(if agrees { 0.0 } else { p.error_itl_p99.unwrap().abs() });
     }
     let itl = errors.iter().sum::<f64>() / errors.len() as f64;
     assert!(itl <= 0.4, "mean |error| of ITL p99 (rank-agreeing steps as none): {itl:.2}, {errors:?}");
@@ -392,7 +400,7 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
         .unwrap();
     assert!(page.contains("Your LLM server under load"), "{page}");
     // Its steps are short: the page says how few requests each p99 rests on.
-    assert!(page.contains("rests on as few as"), "{page}");
+    assert!(page.contains("The smallest of those steps counted"), "{page}");
     let table = page.split("llm-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
     assert_eq!(table.matches("<tr").count(), 1 + 4, "a header row and a row per step: {table}");
     for chart in ["ttft-cdf", "itl-cdf", "tokens"] {

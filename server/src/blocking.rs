@@ -17,14 +17,20 @@ impl Limited {
     }
 
     /// Runs `work` on the blocking pool once one of this kind's permits is free (one per core,
-    /// between 1 and 8).
-    pub async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
+    /// between 1 and 8). A kind is a `static`.
+    pub async fn run<T: Send + 'static>(&'static self, work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
         let permits = self.permits.get_or_init(|| {
             let cores = std::thread::available_parallelism().map_or(2, usize::from);
             Semaphore::new(cores.clamp(1, 8))
         });
-        let _permit = permits.acquire().await?;
-        Ok(tokio::task::spawn_blocking(work).await?)
+        // The permit goes with the work: a caller that hangs up while it runs frees the permit
+        // only when the work ends, so no more than the limit ever run at once.
+        let permit = permits.acquire().await?;
+        Ok(tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await?)
     }
 }
 

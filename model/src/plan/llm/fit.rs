@@ -94,6 +94,13 @@ pub struct LlmCalibration {
     pub batch_step: Option<u32>,
 }
 
+impl LlmCalibration {
+    /// The traffic of the fitted lengths at `rate`.
+    pub fn load_at(&self, rate: f64) -> Load {
+        Load { rate, input_tokens: self.input_tokens, input_cv: self.input_cv, output_tokens: self.output_tokens }
+    }
+}
+
 /// A step's mean number of resident sequences, by Little's law.
 fn resident(s: &LlmStep) -> f64 {
     s.step.achieved * s.step.mean.unwrap_or(0.0)
@@ -246,13 +253,7 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
     let predictions: Vec<LlmPrediction> = steps
         .iter()
         .map(|s| {
-            let load = Load {
-                rate: s.step.offered,
-                input_tokens: calibration.input_tokens,
-                input_cv: calibration.input_cv,
-                output_tokens: calibration.output_tokens,
-            };
-            let latency = predict(&engine, &load).ok().flatten();
+            let latency = predict(&engine, &calibration.load_at(s.step.offered)).ok().flatten();
             let error = |p: Option<f64>, m: f64| p.filter(|_| m > 0.0).map(|p| (p - m) / m);
             let ttft_p99 = latency.map(|l| l.ttft_p99.0);
             let itl_p99 = latency.map(|l| l.itl_p99.0);

@@ -8,9 +8,10 @@
 //! [`sampling`]: a p99 read off a step of a few dozen seconds is itself uncertain, the more so
 //! near capacity, where one burst holds a run of requests back. To tell a model's error from
 //! that noise, the steps of a run are simulated again and again with the engine fitted on it
-//! (at each step's rate, length mix and number of requests), each replicate is fitted and
-//! checked as the run was, and the spread of the replicates' mean |error| of TTFT p99 is what
-//! sampling alone gives when the model's scheduler holds exactly (a parametric bootstrap). For
+//! (at each step's rate and number of requests, with the fitted lengths), each replicate is
+//! fitted and checked as the run was, and the spread of the replicates' mean |error| of TTFT
+//! p99 is what a run gives when the server is the scheduler the model describes (a parametric
+//! bootstrap): sampling noise, plus the approximation's own error and the fit's. For
 //! four 30-second steps at 9–57 % of a CPU-like engine's capacity that mean was 0.24 in the
 //! median replicate, above 0.54 in one in ten and up to 0.81 (`model/tests/llm_simulation.rs`).
 
@@ -53,8 +54,13 @@ impl Simulated {
 }
 
 /// `requests` arrivals at `load` (prompts gamma-distributed with its mean and cv), the first
-/// `warmup` of them served but not counted.
+/// `warmup` of them served but not counted; nothing when the engine or load is invalid, the
+/// rate is not positive or no request is left after the warm-up.
 pub fn simulate(engine: &Engine, load: &Load, requests: usize, warmup: usize, rng: &mut Rng) -> Simulated {
+    // Nothing arrives, or nothing could ever be served: nothing to measure.
+    if engine.validate().is_err() || load.validate().is_err() || load.rate <= 0.0 || requests <= warmup {
+        return Simulated::default();
+    }
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
     let output = (load.output_tokens.round() as u32).max(1);
     // (arrival, prompt tokens)
@@ -71,7 +77,7 @@ pub fn simulate(engine: &Engine, load: &Load, requests: usize, warmup: usize, rn
         arrivals.push_back((t, prompt));
     }
     let mut out = Simulated::default();
-    let Some(&(from, _)) = arrivals.get(warmup.min(requests.saturating_sub(1))) else { return out };
+    let Some(&(from, _)) = arrivals.get(warmup) else { return out };
     out.span = t - from;
     let mut waiting: VecDeque<(f64, f64)> = VecDeque::new();
     // Resident: (arrival, tokens produced, time of the last token).
@@ -118,8 +124,8 @@ pub fn simulate(engine: &Engine, load: &Load, requests: usize, warmup: usize, rn
 }
 
 /// A simulated run's measurements as one step of a load test (quantiles read as the agent's
-/// histograms read them).
-fn as_step(step: &LlmStep, sim: &Simulated) -> LlmStep {
+/// histograms read them), its answers `output_tokens` long as simulated.
+fn as_step(step: &LlmStep, sim: &Simulated, output_tokens: f64) -> LlmStep {
     let stats = |values: &[f64]| {
         let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
         Stats {
@@ -151,18 +157,21 @@ fn as_step(step: &LlmStep, sim: &Simulated) -> LlmStep {
         itl: stats(&sim.itl),
         input_tokens: input,
         input_cv: if input > 0.0 { sd / input } else { 0.0 },
-        output_tokens: step.output_tokens,
+        output_tokens: output_tokens.round().max(1.0),
         requests: sim.ttft.len() as u64,
         tokens_per_second: None,
     }
 }
 
-/// The most replicates [`sampling`] runs (each is a fit: tens of milliseconds).
+/// The most replicates [`sampling`] runs (each a simulation of every step and a fit).
 pub const MAX_REPLICATES: usize = 1000;
 
-/// The mean |error| of TTFT p99 that sampling alone gives a run like `steps` when the engine
-/// `fitted` on it is exactly right: one value per replicate that could be checked, in
-/// increasing order.
+/// The most requests [`sampling`] simulates of one step (a few minutes at a thousand a second).
+pub const MAX_SIMULATED_REQUESTS: usize = 200_000;
+
+/// The mean |error| of TTFT p99 of runs like `steps` of the scheduler the model describes, with
+/// the engine `fitted` on it: sampling noise, the approximation's error and the fit's. One
+/// value per replicate that could be checked, in increasing order.
 pub struct Sampling {
     pub mape_ttft_p99: Vec<f64>,
 }
@@ -183,6 +192,7 @@ pub fn sampling(fitted: &LlmCheck, steps: &[LlmStep], replicates: usize, seed: u
     let kept: Vec<&LlmStep> = steps
         .iter()
         .filter(|s| s.step.trusted() && !s.step.saturated && s.step.error_rate <= 0.01 && s.step.offered < capacity)
+        .take(super::fit::MAX_LLM_STEPS)
         .collect();
     let mut rng = Rng::seeded(seed);
     let mut mape = Vec::new();
@@ -190,15 +200,10 @@ pub fn sampling(fitted: &LlmCheck, steps: &[LlmStep], replicates: usize, seed: u
         let synthetic: Vec<LlmStep> = kept
             .iter()
             .map(|s| {
-                let load = Load {
-                    rate: s.step.offered,
-                    input_tokens: c.input_tokens,
-                    input_cv: c.input_cv,
-                    output_tokens: c.output_tokens,
-                };
-                let requests = s.requests as usize;
-                let sim = simulate(&c.engine, &load, requests + requests / 10, requests / 10, &mut rng);
-                as_step(s, &sim)
+                let requests = (s.requests as usize).min(MAX_SIMULATED_REQUESTS);
+                let sim =
+                    simulate(&c.engine, &c.load_at(s.step.offered), requests + requests / 10, requests / 10, &mut rng);
+                as_step(s, &sim, c.output_tokens)
             })
             .filter(|s| s.requests > 0)
             .collect();
@@ -208,4 +213,40 @@ pub fn sampling(fitted: &LlmCheck, steps: &[LlmStep], replicates: usize, seed: u
     }
     mape.sort_by(f64::total_cmp);
     Sampling { mape_ttft_p99: mape }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Seconds;
+
+    fn engine(slots: u32) -> Engine {
+        Engine { fixed: Seconds(0.001), per_sequence: Seconds(0.0), per_prompt_token: Seconds(0.0), slots }
+    }
+
+    #[test]
+    fn nothing_to_measure_ends_at_once_with_nothing() {
+        let load = Load { rate: 1.0, input_tokens: 10.0, input_cv: 0.0, output_tokens: 4.0 };
+        let mut rng = Rng::seeded(1);
+        for (engine, load, requests, warmup) in [
+            (engine(0), load, 10, 1),
+            (engine(1), Load { rate: 0.0, ..load }, 10, 1),
+            (engine(1), Load { rate: f64::NAN, ..load }, 10, 1),
+            (engine(1), Load { output_tokens: 0.0, ..load }, 10, 1),
+            (engine(1), load, 5, 5),
+        ] {
+            let sim = simulate(&engine, &load, requests, warmup, &mut rng);
+            assert!(sim.ttft.is_empty() && sim.itl.is_empty() && sim.e2e.is_empty(), "{engine:?} {load:?}");
+        }
+    }
+
+    #[test]
+    fn a_lone_request_takes_one_iteration_a_token() {
+        // One request every 100 s on an engine whose iteration is 1 ms: never a queue.
+        let load = Load { rate: 0.01, input_tokens: 10.0, input_cv: 0.0, output_tokens: 4.0 };
+        let sim = simulate(&engine(4), &load, 50, 5, &mut Rng::seeded(2));
+        assert_eq!((sim.ttft.len(), sim.e2e.len(), sim.itl.len()), (45, 45, 45 * 3));
+        assert!(sim.ttft.iter().chain(&sim.itl).all(|t| (t - 0.001).abs() < 1e-9), "{sim:?}");
+        assert!(sim.e2e.iter().all(|t| (t - 0.004).abs() < 1e-9), "{sim:?}");
+    }
 }
