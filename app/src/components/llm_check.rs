@@ -72,14 +72,17 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
         .map(|s| s.requests)
         .min()
         .unwrap_or(0);
-    let noise = match fewest {
-        0 | 1000.. => String::new(),
-        1..100 => format!(
-            " The smallest of those steps counted {fewest} requests, so its p99 is simply its slowest request: one burst moves it by tens of per cent. Part of this error can be the steps' own noise (in a simulation of the scheduler the model describes, four 30-second steps up to 57 % of a CPU server's capacity came out over 50 % off one run in ten); longer steps tell the model's error more surely."
-        ),
-        _ => format!(
-            " The smallest of those steps counted {fewest} requests, and near capacity one burst moves such a p99 by tens of per cent. Part of this error can be the steps' own noise (in a simulation of the scheduler the model describes, four 30-second steps up to 57 % of a CPU server's capacity came out over 50 % off one run in ten); longer steps tell the model's error more surely."
-        ),
+    let burst = if fewest < 100 {
+        "so its p99 is simply its slowest request: one burst moves it by tens of per cent"
+    } else {
+        "and near capacity one burst moves such a p99 by tens of per cent"
+    };
+    let noise = if (1..1000).contains(&fewest) {
+        format!(
+            " The smallest of those steps counted {fewest} requests, {burst}. Part of this error can be the steps' own noise (in a simulation of the scheduler the model describes, four 30-second steps up to 57 % of a CPU server's capacity came out over 50 % off one run in ten); longer steps tell the model's error more surely."
+        )
+    } else {
+        String::new()
     };
     let error = match (check.mape_ttft_p99, check.mape_itl_p99) {
         (Some(ttft), Some(itl)) => format!(
