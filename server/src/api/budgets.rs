@@ -112,33 +112,45 @@ pub async fn page(store: &Store, caller: &Caller) -> Result<BudgetsView, ApiErro
     let (report, months, lines, others) = match newest {
         None => (None, vec![], vec![], 0),
         Some((record, report)) => {
-            let mut f = crate::forecast::forecast(&report, &budgets);
-            // The page shows the costliest lines of each scope (by their peak month); the files
-            // hold them all: a report of 100,000 deployments would otherwise be megabytes of page.
-            let peak = |l: &crate::forecast::ForecastLine| l.spend_micro_usd.iter().copied().max().unwrap_or(0);
-            f.lines.sort_by(|a, b| b.scope.cmp(&a.scope).then_with(|| peak(b).cmp(&peak(a))));
-            let all = f.lines.len();
-            let teams = f.lines.iter().filter(|l| l.scope == "team").count();
-            let deployments: Vec<_> =
-                f.lines.drain(teams.min(PAGE_LINES)..).skip(teams.saturating_sub(PAGE_LINES)).collect();
-            f.lines.extend(deployments.into_iter().take(PAGE_LINES));
-            let others = all - f.lines.len();
-            let lines = f
-                .lines
-                .into_iter()
-                .map(|l| ForecastLineView {
-                    scope: l.scope,
-                    name: l.name,
-                    team: l.team,
-                    spend: l.spend_micro_usd,
-                    budget: l.budget_micro_usd,
-                    first_over: l.first_over,
-                })
-                .collect();
-            (Some(crate::api::reports::report_view(record)), f.months, lines, others)
+            // Months × deployments, and a sort: on the blocking pool with the exports.
+            let for_page = budgets.clone();
+            let (months, lines, others) =
+                crate::api::reports::EXPORTING.run(move || page_forecast(&report, &for_page)).await?;
+            (Some(crate::api::reports::report_view(record)), months, lines, others)
         }
     };
     Ok(BudgetsView { budgets: budgets.into_iter().map(view).collect(), report, months, lines, others })
+}
+
+/// The newest report's forecast as the Budgets page shows it: the months, the costliest lines
+/// of each scope, and how many were left out.
+fn page_forecast(
+    report: &crate::reports::Report,
+    budgets: &[BudgetRecord],
+) -> (Vec<String>, Vec<ForecastLineView>, usize) {
+    let mut f = crate::forecast::forecast(report, budgets);
+    // The page shows the costliest lines of each scope (by their peak month); the files
+    // hold them all: a report of 100,000 deployments would otherwise be megabytes of page.
+    let peak = |l: &crate::forecast::ForecastLine| l.spend_micro_usd.iter().copied().max().unwrap_or(0);
+    f.lines.sort_by(|a, b| b.scope.cmp(&a.scope).then_with(|| peak(b).cmp(&peak(a))));
+    let all = f.lines.len();
+    let teams = f.lines.iter().filter(|l| l.scope == "team").count();
+    let deployments: Vec<_> = f.lines.drain(teams.min(PAGE_LINES)..).skip(teams.saturating_sub(PAGE_LINES)).collect();
+    f.lines.extend(deployments.into_iter().take(PAGE_LINES));
+    let others = all - f.lines.len();
+    let lines = f
+        .lines
+        .into_iter()
+        .map(|l| ForecastLineView {
+            scope: l.scope,
+            name: l.name,
+            team: l.team,
+            spend: l.spend_micro_usd,
+            budget: l.budget_micro_usd,
+            first_over: l.first_over,
+        })
+        .collect();
+    (f.months, lines, others)
 }
 
 /// A stored budget as the page shows it.

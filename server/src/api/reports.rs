@@ -149,7 +149,7 @@ pub async fn get_one(
 /// Exports are whole files built in memory (an XLSX of 10,000 deployments is a good part of a
 /// second of CPU), and a forecast is months × deployments: on the blocking pool, a few at a
 /// time, so that downloads never stall the runtime serving everything else.
-static EXPORTING: crate::blocking::Limited = crate::blocking::Limited::new();
+pub(crate) static EXPORTING: crate::blocking::Limited = crate::blocking::Limited::new();
 
 /// A report's chargeback by team and cost centre, with idle cost charged by the report's
 /// policy (`{id}/chargeback`), or its 12-month forecast by team and deployment beside their
