@@ -101,6 +101,7 @@ fn short_run(engine: &Engine, load: &Load, window: f64) -> Vec<LlmStep> {
                     p50: None,
                     p99: None,
                     cv: None,
+                    requests,
                     error_rate: 0.0,
                     saturated: false,
                     client_limited: false,

@@ -1,4 +1,5 @@
-//! The queueing model against a discrete-event simulation written here: Poisson arrivals,
+//! The queueing model against a discrete-event simulation (`model::plan::queue::simulate`, and
+//! for the closed loop one written here): Poisson arrivals,
 //! first-come first-served over c replicas, seeded and deterministic.
 
 use std::cmp::Reverse;
@@ -9,30 +10,7 @@ use model::plan::rng::Rng;
 
 /// The p99 of response time over `n` requests after a warm-up.
 fn simulate_p99(lambda: f64, mean: f64, cv: f64, c: u32, n: usize, seed: u64) -> f64 {
-    let mut rng = Rng::seeded(seed);
-    let mut free_at: BinaryHeap<Reverse<u64>> = (0..c).map(|_| Reverse(0u64)).collect();
-    let to_ns = |s: f64| (s * 1e9) as u64;
-    let mut now = 0.0f64;
-    let warmup = n / 10;
-    let mut responses = Vec::with_capacity(n);
-    for i in 0..n + warmup {
-        now += rng.exp(lambda);
-        let service = if cv == 0.0 {
-            mean
-        } else if cv == 1.0 {
-            rng.exp(1.0 / mean)
-        } else {
-            let shape = 1.0 / (cv * cv);
-            rng.gamma(shape) * mean / shape
-        };
-        let Reverse(free) = free_at.pop().unwrap();
-        let start = free.max(to_ns(now));
-        let done = start + to_ns(service);
-        free_at.push(Reverse(done));
-        if i >= warmup {
-            responses.push((done - to_ns(now)) as f64 / 1e9);
-        }
-    }
+    let mut responses = model::plan::queue::simulate(lambda, mean, cv, c, n, seed);
     responses.sort_by(f64::total_cmp);
     responses[(0.99 * responses.len() as f64) as usize]
 }

@@ -599,6 +599,7 @@ mod tests {
             p50: Some(p99 / 2.2),
             p99: Some(p99),
             cv: Some(0.5),
+            requests: 1000,
             error_rate: 0.0,
             saturated: false,
             client_limited: false,

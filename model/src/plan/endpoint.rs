@@ -29,6 +29,8 @@ pub struct Step {
     pub p50: Option<f64>,
     pub p99: Option<f64>,
     pub cv: Option<f64>,
+    /// Successful requests the latency figures rest on (the histogram's count).
+    pub requests: u64,
     pub error_rate: f64,
     pub saturated: bool,
     pub client_limited: bool,
@@ -76,6 +78,7 @@ pub fn steps(measurements: &[Measurement]) -> Vec<Step> {
                 p50: stats.map(|s| s.p50),
                 p99: stats.map(|s| s.p99),
                 cv: value(Case::EndpointLatencyCv),
+                requests: stats.map_or(0, |s| s.samples),
                 error_rate: value(Case::EndpointErrorRate).unwrap_or(0.0),
                 saturated: flag("saturated"),
                 client_limited: flag("client_limited"),
@@ -290,6 +293,33 @@ pub fn check_with(steps: &[Step], fit: Fit) -> Option<Check> {
     Some(Check { calibration, predictions, mape_p99, worst_p99 })
 }
 
+/// Where a step's p99 would fall if the service were the calibrated queue: the 5th and 95th
+/// percentiles of the p99s of `replicates` simulated steps ([`crate::plan::queue::simulate`])
+/// of as many requests at the same rate. A measured p99 outside that band is the model's
+/// error, not the step's own noise (a p99 of a few thousand requests moves by several per
+/// cent from one step to the next, and more near capacity). `None` for a closed-loop or
+/// unstable step, one without requests, or fewer than 20 replicates; at most 1,000 replicates
+/// of 1,000,000 requests.
+pub fn noise(calibration: &Calibration, step: &Step, replicates: usize, seed: u64) -> Option<(f64, f64)> {
+    let (rate, mean, c) = (step.offered, calibration.service_mean, calibration.concurrency);
+    if step.in_flight.is_some() || step.requests == 0 || replicates < 20 || rate * mean >= f64::from(c) {
+        return None;
+    }
+    let requests = step.requests.min(1_000_000) as usize;
+    let mut p99s: Vec<f64> = (0..replicates.min(1000) as u64)
+        .filter_map(|k| {
+            let mut r = crate::plan::queue::simulate(rate, mean, calibration.service_cv, c, requests, seed + k);
+            r.sort_by(f64::total_cmp);
+            // The rank HdrHistogram reads a p99 at.
+            let rank = ((0.99 * r.len() as f64).ceil() as usize).clamp(1, r.len().max(1));
+            r.get(rank - 1).copied()
+        })
+        .collect();
+    p99s.sort_by(f64::total_cmp);
+    let at = |q: f64| p99s.get(((q * p99s.len() as f64) as usize).min(p99s.len().saturating_sub(1))).copied();
+    Some((at(0.05)?, at(0.95)?))
+}
+
 /// The response time of a closed loop: `in_flight` requests sent back to back (no think time)
 /// to `c` servers of mean `mean` and coefficient of variation `cv`, first come first served.
 ///
@@ -329,6 +359,7 @@ mod tests {
             p50: Some(mean * 0.9),
             p99: Some(p99),
             cv: Some(0.5),
+            requests: 1000,
             error_rate: 0.0,
             saturated,
             client_limited: false,
@@ -401,6 +432,34 @@ mod tests {
         assert_eq!(tail_fitted_cv(0.006, 0.005), None, "a p99 below the mean says nothing");
         assert_eq!(tail_fitted_cv(0.0, 0.005), None);
         assert_eq!(tail_fitted_cv(f64::NAN, 0.005), None);
+    }
+
+    #[test]
+    fn the_noise_band_holds_the_queues_own_p99_and_narrows_with_more_requests() {
+        let (mean, cv, c) = (0.0015, 0.45, 2u32);
+        let cal = Calibration {
+            service_mean: mean,
+            service_cv: cv,
+            measured_cv: cv,
+            fit: Fit::Tail,
+            concurrency: c,
+            saturation_rps: 1300.0,
+            saturation_measured: true,
+            base_step: 1,
+        };
+        let rate = 0.5 * 2.0 / mean;
+        let exact = Queue::new(rate, mean, cv, c).unwrap().quantile(0.99);
+        let at = |requests: u64| Step { requests, ..step(2, rate, rate, mean, exact, false) };
+        let (lo, hi) = noise(&cal, &at(5_000), 100, 1).unwrap();
+        assert!(lo < exact && exact < hi, "{lo} < {exact} < {hi}");
+        assert!(hi / lo < 1.5 && hi / lo > 1.05, "a p99 of 5,000 requests moves by per cents: {lo}..{hi}");
+        let (lo_long, hi_long) = noise(&cal, &at(40_000), 40, 1).unwrap();
+        assert!(hi_long / lo_long < hi / lo, "{lo_long}..{hi_long} against {lo}..{hi}");
+        assert_eq!(noise(&cal, &at(5_000), 100, 1), noise(&cal, &at(5_000), 100, 1), "seeded");
+        assert!(noise(&cal, &at(0), 100, 1).is_none());
+        assert!(noise(&cal, &at(5_000), 10, 1).is_none(), "too few replicates to read a band");
+        assert!(noise(&cal, &Step { offered: 2000.0, ..at(5_000) }, 100, 1).is_none(), "unstable");
+        assert!(noise(&cal, &Step { in_flight: Some(4), ..at(5_000) }, 100, 1).is_none(), "closed loop");
     }
 
     /// The measurements of one closed-loop step, as the agent stores them.

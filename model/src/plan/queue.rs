@@ -235,6 +235,51 @@ pub fn quantile_of(tail: impl Fn(f64) -> f64, q: f64, scale: f64) -> f64 {
     hi
 }
 
+/// The most requests [`simulate`] serves in one call.
+pub const MAX_SIMULATED_REQUESTS: usize = 10_000_000;
+
+/// The response times of `requests` requests (after a warm-up of a tenth as many and 100 more)
+/// through the queue this module approximates: Poisson arrivals at `arrival_rate`, `replicas`
+/// servers first come first served, service times gamma-distributed with mean `mean_service`
+/// and coefficient of variation `cv` (exponential at 1, constant at 0). A discrete-event
+/// simulation, seeded and deterministic: what the tests check the approximation against, and
+/// how [`crate::plan::endpoint::noise`] tells a measured step's noise from the model's error.
+/// Empty for inputs that describe no queue; capped at [`MAX_SIMULATED_REQUESTS`].
+pub fn simulate(arrival_rate: f64, mean_service: f64, cv: f64, replicas: u32, requests: usize, seed: u64) -> Vec<f64> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let valid = |x: f64| x.is_finite() && x > 0.0;
+    if !(valid(arrival_rate) && valid(mean_service) && cv.is_finite() && cv >= 0.0) || replicas == 0 {
+        return Vec::new();
+    }
+    let requests = requests.min(MAX_SIMULATED_REQUESTS);
+    let mut rng = crate::plan::rng::Rng::seeded(seed);
+    // When each server is next free, in nanoseconds (exact sums over millions of requests).
+    let mut free_at: BinaryHeap<Reverse<u64>> = (0..replicas.min(1 << 16)).map(|_| Reverse(0u64)).collect();
+    let ns = |s: f64| (s * 1e9) as u64;
+    let mut now = 0.0f64;
+    let warmup = requests / 10 + 100;
+    let mut responses = Vec::with_capacity(requests);
+    for i in 0..requests + warmup {
+        now += rng.exp(arrival_rate);
+        let service = if cv == 0.0 {
+            mean_service
+        } else if cv == 1.0 {
+            rng.exp(1.0 / mean_service)
+        } else {
+            let shape = 1.0 / (cv * cv);
+            rng.gamma(shape) * mean_service / shape
+        };
+        let Some(Reverse(free)) = free_at.pop() else { break };
+        let done = free.max(ns(now)) + ns(service);
+        free_at.push(Reverse(done));
+        if i >= warmup {
+            responses.push((done - ns(now)) as f64 / 1e9);
+        }
+    }
+    responses
+}
+
 /// Inputs of [`size_replicas`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

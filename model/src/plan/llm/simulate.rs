@@ -148,6 +148,7 @@ fn as_step(step: &LlmStep, sim: &Simulated, output_tokens: f64) -> LlmStep {
             p50: Some(e2e.p50),
             p99: Some(e2e.p99),
             cv: None,
+            requests: sim.e2e.len() as u64,
             error_rate: 0.0,
             saturated: false,
             client_limited: false,
