@@ -105,7 +105,8 @@ fn print_bottleneck(steps: &[Step]) {
     let Some(base) = steps.iter().find(|s| s.step == c.base_step) else { return };
     let server = 1.0 / c.saturation_rps;
     let delay = c.service_mean - server;
-    let p99_at = |rate: f64, cv: f64| Queue::new(rate, server, cv, 1).map(|q| delay + q.quantile(0.99));
+    let at = |rate: f64, cv: f64, q: f64| Queue::new(rate, server, cv, 1).map(|queue| delay + queue.quantile(q));
+    let p99_at = |rate: f64, cv: f64| at(rate, cv, 0.99);
     let (Some(base_p99), true) = (base.p99, delay > 0.0 && c.saturation_measured) else {
         println!("\n### candidate: no saturated step, or the service time is below 1 ÷ throughput");
         return;
@@ -119,8 +120,10 @@ fn print_bottleneck(steps: &[Step]) {
     let cv = (0.5 * (lo + hi)).exp();
     println!("\n### candidate, not in the product: one server behind a fixed delay\n");
     println!("server {:.3} ms (1 ÷ {:.1}/s, cv {cv:.2}), delay {:.3} ms", server * 1e3, c.saturation_rps, delay * 1e3);
-    println!("| step | offered/s | util | p99 meas ms | p99 model ms | p99 error | counted |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| step | offered/s | util | p50 meas ms | p50 model ms | p99 meas ms | p99 model ms | p99 error | counted |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut errors = Vec::new();
     for s in steps.iter().filter(|s| s.in_flight.is_none()) {
         let utilization = s.offered * server;
@@ -131,10 +134,12 @@ fn print_bottleneck(steps: &[Step]) {
             errors.push(e.abs());
         }
         println!(
-            "| {} | {:.1} | {:.0} % | {} | {} | {} | {} |",
+            "| {} | {:.1} | {:.0} % | {} | {} | {} | {} | {} | {} |",
             s.step,
             s.offered,
             utilization * 100.0,
+            s.p50.map_or("–".into(), |v| format!("{:.2}", v * 1e3)),
+            at(s.offered, cv, 0.5).map_or("unbounded".into(), |v| format!("{:.2}", v * 1e3)),
             s.p99.map_or("–".into(), |v| format!("{:.2}", v * 1e3)),
             p99.map_or("unbounded".into(), |v| format!("{:.2}", v * 1e3)),
             error.map_or("–".into(), |e| format!("{:+.0} %", e * 100.0)),
