@@ -137,6 +137,9 @@ test('run page: the load test beside the model, with how it was calibrated and i
   // Four steps well below capacity: three besides the calibration step count toward the error.
   assert.match(await page.locator('[data-out=model-error]').innerText(), /off by \d+ % on average over the [1-3] steps below 80 % utilisation/);
   assert.equal(await page.locator('table.endpoint-steps tbody tr').count(), 4, 'a row per step');
+  // Whether each counted step's P99 lies where chance alone would put it, were the model right.
+  assert.match(await page.locator('[data-out=model-noise]').innerText(), /(Every one of the [1-3] steps counted has its P99 inside|[1-3] of the [1-3] steps counted have their P99 outside) the band it would fall in 90 times in 100/);
+  assert.match(await page.locator('table.endpoint-steps tbody tr').nth(1).innerText(), /ms, (inside|above|below)/);
   assert.equal(await page.locator('[data-chart=endpoint] svg').count(), 1, 'the chart of measurement against model');
   await review(page, 'run-endpoint-1280');
   assert.deepEqual(problems, []);

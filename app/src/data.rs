@@ -173,6 +173,10 @@ pub struct RunView {
     /// A load test of an OpenAI-compatible server: the engine fitted on it when it was stored,
     /// and each step predicted.
     pub llm: Option<model::plan::llm::fit::LlmCheck>,
+    /// A load test's steps: where each one's p99 would fall by chance were the service the
+    /// calibrated queue ([`model::plan::endpoint::bands`], simulated by the server).
+    #[serde(default)]
+    pub endpoint_bands: Vec<model::plan::endpoint::Band>,
     /// Regression alerts this run raised or was counted on.
     #[serde(default)]
     pub alerts: Vec<AlertView>,

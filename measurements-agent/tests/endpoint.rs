@@ -432,6 +432,11 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     let table = page.split("endpoint-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
     assert_eq!(table.matches("<tr").count(), 1 + 3, "a header row and a row per step: {table}");
     assert!(page.contains("data-out=\"model-error\""));
+    // Each step's P99 beside where chance alone would put it were the service the model's queue,
+    // simulated by the server for this page.
+    assert!(table.contains("P99 by chance"), "{table}");
+    assert!(["inside", "above", "below"].iter().any(|side| table.contains(&format!("ms, {side}"))), "{table}");
+    assert!(page.contains("data-out=\"model-noise\"") && page.contains("90 times in 100"), "{page}");
     let fleet: serde_json::Value = http
         .post(format!("{server_url}/srv/measured_nodes"))
         .bearer_auth(&viewer)

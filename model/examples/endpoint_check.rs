@@ -10,7 +10,9 @@
 //! `measurements-agent run endpoint … --json > run.json; cargo run -p model --example endpoint_check -- run.json`
 
 use model::RunUpload;
-use model::plan::endpoint::{COUNTED_BELOW_UTILIZATION, DEFAULT_FIT, Fit, Step, calibrate, check_with, noise, steps};
+use model::plan::endpoint::{
+    Band, COUNTED_BELOW_UTILIZATION, DEFAULT_FIT, Fit, Step, calibrate, check_with, noise, steps,
+};
 use model::plan::queue::Queue;
 
 fn main() {
@@ -82,15 +84,9 @@ fn print_check(steps: &[Step], fit: Fit) {
 /// (100 simulated steps of its size), and whether the measured p99 does.
 fn band(calibration: &model::plan::endpoint::Calibration, step: &Step) -> String {
     match (noise(calibration, step, 100, 7), step.p99) {
-        (Some((lo, hi)), Some(p99)) => {
-            let verdict = if p99 < lo {
-                "below"
-            } else if p99 > hi {
-                "above"
-            } else {
-                "inside"
-            };
-            format!("{:.2}–{:.2} ms ({verdict})", lo * 1e3, hi * 1e3)
+        (Some((low, high)), Some(p99)) => {
+            let side = Band { step: step.step, low, high }.side(p99);
+            format!("{:.2}–{:.2} ms ({side})", low * 1e3, high * 1e3)
         }
         _ => "–".into(),
     }

@@ -195,7 +195,7 @@ pub fn percent(error: Option<f64>) -> String {
 
 /// An endpoint run: the calibration, and each step's measurement beside the model's prediction.
 #[component]
-fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
+fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl IntoView {
     let Some(check) = endpoint::check(&steps) else {
         return view! { <p class="error" data-out="endpoint-check">"No step of this load test had a successful request the client could trust, so the model was not calibrated."</p> }.into_any();
     };
@@ -230,6 +230,20 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
         _ if closed => "Only the calibration step ran without errors, so the model's error is not known yet: load it at more concurrencies.".into(),
         _ => "No step besides the calibration step ran below 80 % utilisation, so the model's error is not known yet: sweep at more rates.".into(),
     };
+    // Where each step's P99 would fall by chance were the service the calibrated queue.
+    let band = |step: u32| bands.iter().find(|b| b.step == step).copied();
+    let side = |p: &endpoint::Prediction| Some(band(p.step)?.side(p.measured_p99?));
+    let judged: Vec<&str> = check.predictions.iter().filter(|p| p.counted).filter_map(side).collect();
+    let outside = judged.iter().filter(|&&s| s != "inside").count();
+    let noise = match (judged.len(), outside) {
+        (0, _) => None,
+        (n, 0) => Some(format!(
+            "Every one of the {n} steps counted has its P99 inside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of its size: this error is within the steps' own noise, and longer steps would narrow it."
+        )),
+        (n, k) => Some(format!(
+            "{k} of the {n} steps counted have their P99 outside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of their size: there the error is the model's, not the steps' own noise."
+        )),
+    };
     let (load_head, how) = if closed {
         (
             "In flight",
@@ -249,10 +263,11 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
             <p>{format!("Service time {} (coefficient of variation {:.2}, {}, from step {}); concurrency {}.", seconds(c.service_mean), c.service_cv, variation, c.base_step, concurrency)}</p>
             <p>{how}</p>
             <p data-out="model-error">{error}</p>
+            {noise.map(|text| view! { <p data-out="model-noise">{text}</p> })}
             {chart.map(|svg| view! { <div class="chart" data-chart="endpoint" inner_html=svg></div> })}
             <div tabindex="0" class="table-wrap">
                 <table class="stack endpoint-steps">
-                    <thead><tr><th>"Step"</th><th>{load_head}</th><th>"Achieved"</th><th>"Errors"</th><th>"P50 measured"</th><th>"P50 model"</th><th>"P99 measured"</th><th>"P99 model"</th><th>"P99 error"</th><th>"Utilisation"</th><th>"Note"</th></tr></thead>
+                    <thead><tr><th>"Step"</th><th>{load_head}</th><th>"Achieved"</th><th>"Errors"</th><th>"P50 measured"</th><th>"P50 model"</th><th>"P99 measured"</th><th>"P99 model"</th><th>"P99 error"</th><th>"P99 by chance"</th><th>"Utilisation"</th><th>"Note"</th></tr></thead>
                     <tbody>
                         {check.predictions.iter().zip(&steps).map(|(p, s)| {
                             let note = if s.client_limited { "client-limited: not trusted" }
@@ -267,6 +282,10 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
                                 None => format!("{:.1}/s", p.offered),
                             };
                             let time = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "–".into());
+                            let chance = match (band(p.step), side(p)) {
+                                (Some(b), Some(side)) => format!("{}–{}, {side}", seconds(b.low), seconds(b.high)),
+                                _ => "–".into(),
+                            };
                             view! {
                                 <tr>
                                     <td data-label="Step">{p.step}</td>
@@ -278,6 +297,7 @@ fn EndpointCheck(steps: Vec<endpoint::Step>) -> impl IntoView {
                                     <td data-label="P99 measured">{time(p.measured_p99)}</td>
                                     <td data-label="P99 model">{if p.p99.is_some() { time(p.p99) } else { "unbounded".into() }}</td>
                                     <td data-label="P99 error">{percent(p.error_p99)}</td>
+                                    <td data-label="P99 by chance">{chance}</td>
                                     <td data-label="Utilisation">{format!("{:.0} %", p.utilization * 100.0)}</td>
                                     <td data-label="Note">{note}</td>
                                 </tr>
@@ -539,7 +559,8 @@ fn Run(view: RunView) -> impl IntoView {
     }
     let suites = run.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
     let steps = endpoint::steps(&ms);
-    let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps/> });
+    let bands = view.endpoint_bands.clone();
+    let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps bands/> });
     let llm_steps = model::plan::llm::fit::steps(&ms);
     let llm_check = (!llm_steps.is_empty())
         .then(|| view! { <crate::components::llm_check::LlmCheckView steps=llm_steps check=view.llm.clone()/> });

@@ -320,6 +320,58 @@ pub fn noise(calibration: &Calibration, step: &Step, replicates: usize, seed: u6
     Some((at(0.05)?, at(0.95)?))
 }
 
+/// A step's [`noise`] band, as the run page shows it.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Band {
+    pub step: u32,
+    /// The 5th and 95th percentiles of the simulated steps' p99, seconds.
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Band {
+    /// Where a measured p99 lies against the band: `below`, `inside` or `above`.
+    pub fn side(&self, p99: f64) -> &'static str {
+        if p99 < self.low {
+            "below"
+        } else if p99 > self.high {
+            "above"
+        } else {
+            "inside"
+        }
+    }
+}
+
+/// The most requests [`bands`] simulates for one run, all steps and replicates together (about
+/// a tenth of a second of one core).
+pub const BANDS_BUDGET: u64 = 2_000_000;
+
+/// The [`noise`] band of every open-loop step the default calibration can predict, with as
+/// many replicates (20 to 100) as [`BANDS_BUDGET`] allows over the steps' requests; empty
+/// when the run cannot be calibrated or its steps are too large for 20 replicates each.
+/// Seeded: a page shows the same band each time.
+pub fn bands(steps: &[Step]) -> Vec<Band> {
+    let Some(calibration) = calibrate(steps) else { return Vec::new() };
+    let stable = |s: &&Step| {
+        s.in_flight.is_none()
+            && s.requests > 0
+            && s.offered * calibration.service_mean < f64::from(calibration.concurrency)
+    };
+    let requests: u64 = steps.iter().filter(stable).map(|s| s.requests.min(1_000_000)).sum();
+    let replicates = (BANDS_BUDGET / requests.max(1)).min(100);
+    if replicates < 20 {
+        return Vec::new();
+    }
+    steps
+        .iter()
+        .filter(stable)
+        .filter_map(|s| {
+            let (low, high) = noise(&calibration, s, replicates as usize, u64::from(s.step))?;
+            Some(Band { step: s.step, low, high })
+        })
+        .collect()
+}
+
 /// The response time of a closed loop: `in_flight` requests sent back to back (no think time)
 /// to `c` servers of mean `mean` and coefficient of variation `cv`, first come first served.
 ///
@@ -460,6 +512,35 @@ mod tests {
         assert!(noise(&cal, &at(5_000), 10, 1).is_none(), "too few replicates to read a band");
         assert!(noise(&cal, &Step { offered: 2000.0, ..at(5_000) }, 100, 1).is_none(), "unstable");
         assert!(noise(&cal, &Step { in_flight: Some(4), ..at(5_000) }, 100, 1).is_none(), "closed loop");
+    }
+
+    #[test]
+    fn a_run_gets_a_band_per_stable_open_loop_step_within_its_budget() {
+        let (mean, cv, c) = (0.010, 0.5, 4u32);
+        let q = |rate: f64| Queue::new(rate, mean, cv, c).unwrap();
+        let at = |n: u32, rate: f64, requests: u64| Step {
+            cv: Some(cv),
+            requests,
+            ..step(n, rate, rate, mean, q(rate).quantile(0.99), false)
+        };
+        let steps = [at(1, 10.0, 80), at(2, 200.0, 1600), at(3, 350.0, 2800), step(4, 800.0, 400.0, 0.5, 2.0, true)];
+        let bands = bands(&steps);
+        assert_eq!(bands.iter().map(|b| b.step).collect::<Vec<_>>(), [1, 2, 3], "the saturated step is unstable");
+        for (band, s) in bands.iter().zip(&steps) {
+            assert!(band.low < band.high, "{band:?}");
+            // The model's own p99 lies inside its band (the approximation is close here).
+            assert!(band.low < s.p99.unwrap() * 1.05 && s.p99.unwrap() < band.high * 1.05, "{band:?} {s:?}");
+        }
+        assert_eq!(super::bands(&steps), bands, "seeded");
+        let b = bands[1];
+        assert_eq!(
+            [b.side(b.low * 0.99), b.side(b.low), b.side(b.high), b.side(b.high * 1.01)],
+            ["below", "inside", "inside", "above"]
+        );
+        // Steps too large for 20 replicates within the budget get none.
+        let huge = [at(1, 10.0, 80), at(2, 200.0, 60_000), at(3, 350.0, 60_000), steps[3].clone()];
+        assert!(super::bands(&huge).is_empty());
+        assert!(super::bands(&[]).is_empty());
     }
 
     /// The measurements of one closed-loop step, as the agent stores them.
