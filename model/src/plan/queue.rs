@@ -271,10 +271,10 @@ pub fn simulate(arrival_rate: f64, mean_service: f64, cv: f64, replicas: u32, re
             rng.gamma(shape) * mean_service / shape
         };
         let Some(Reverse(free)) = free_at.pop() else { break };
-        let done = free.max(ns(now)) + ns(service);
+        let done = free.max(ns(now)).saturating_add(ns(service));
         free_at.push(Reverse(done));
         if i >= warmup {
-            responses.push((done - ns(now)) as f64 / 1e9);
+            responses.push(done.saturating_sub(ns(now)) as f64 / 1e9);
         }
     }
     responses
@@ -392,6 +392,20 @@ pub fn quantile_name(q: f64) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_simulation_refuses_what_describes_no_queue_and_survives_extremes() {
+        assert!(simulate(0.0, 0.01, 0.5, 2, 100, 1).is_empty());
+        assert!(simulate(f64::NAN, 0.01, 0.5, 2, 100, 1).is_empty());
+        assert!(simulate(10.0, 0.01, 0.5, 0, 100, 1).is_empty());
+        assert!(simulate(10.0, 0.01, -1.0, 2, 100, 1).is_empty());
+        // Times past what nanoseconds in a u64 hold saturate instead of overflowing.
+        assert_eq!(simulate(1e-300, 1e300, 0.5, 1, 50, 1).len(), 50);
+        let r = simulate(100.0, 0.01, 1.0, 2, 20_000, 3);
+        let mean = r.iter().sum::<f64>() / r.len() as f64;
+        let exact = Queue::new(100.0, 0.01, 1.0, 2).unwrap().mean_response();
+        assert!((mean / exact - 1.0).abs() < 0.05, "M/M/2 at ρ 0.5: {mean} against {exact}");
+    }
 
     #[test]
     fn erlang_c_matches_a_textbook_value() {
