@@ -81,9 +81,10 @@ fn print_check(steps: &[Step], fit: Fit) {
 }
 
 /// Where the step's p99 would fall, 90 times in 100, were the service the calibrated queue
-/// (100 simulated steps of its size), and whether the measured p99 does.
+/// (100 simulated steps of its size, seeded as the run page's `bands` are), and whether the
+/// measured p99 does.
 fn band(calibration: &model::plan::endpoint::Calibration, step: &Step) -> String {
-    match (noise(calibration, step, 100, 7), step.p99) {
+    match (noise(calibration, step, 100, u64::from(step.step) << 32), step.p99) {
         (Some((low, high)), Some(p99)) => {
             let side = Band { step: step.step, low, high }.side(p99);
             format!("{:.2}–{:.2} ms ({side})", low * 1e3, high * 1e3)

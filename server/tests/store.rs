@@ -882,7 +882,7 @@ async fn llm_runs_stored_before_the_flag_are_flagged_by_its_migration() {
             serde_json::to_string(&digest).unwrap()
         };
         assert!(digest(&llm).contains("\"llm\":{") && !digest(&plain).contains("\"llm\""));
-        let version = model::wire::measured::DIGEST_VERSION;
+        let version = model::wire::measured::digest_version(Suite::Endpoint);
         for sql in [format!(
             "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
                  status, suites, measurement_count) VALUES ('{}', 'n', 'a', '0.0.9', {}, {}, 0, 'ok', 'endpoint', 0), \

@@ -238,10 +238,10 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
     let noise = match (judged.len(), outside) {
         (0, _) => None,
         (n, 0) => Some(format!(
-            "Every one of the {n} steps counted has its P99 inside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of its size: this error is within the steps' own noise, and longer steps would narrow it."
+            "Every one of the {n} steps counted has its P99 inside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of its size: this error is within the steps' own noise, and longer steps would tell."
         )),
         (n, k) => Some(format!(
-            "{k} of the {n} steps counted have their P99 outside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of their size: there the error is the model's, not the steps' own noise."
+            "{k} of the {n} steps counted have their P99 outside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of their size: there the error is more than the step's own noise (the model's, or its calibration step's)."
         )),
     };
     let (load_head, how) = if closed {

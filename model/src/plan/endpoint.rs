@@ -305,20 +305,24 @@ pub fn noise(calibration: &Calibration, step: &Step, replicates: usize, seed: u6
     if step.in_flight.is_some() || step.requests == 0 || replicates < 20 || rate * mean >= f64::from(c) {
         return None;
     }
-    let requests = step.requests.min(1_000_000) as usize;
+    let requests = step.requests.min(MAX_BAND_REQUESTS) as usize;
     let mut p99s: Vec<f64> = (0..replicates.min(1000) as u64)
         .filter_map(|k| {
-            let mut r = crate::plan::queue::simulate(rate, mean, calibration.service_cv, c, requests, seed + k);
-            r.sort_by(f64::total_cmp);
-            // The rank HdrHistogram reads a p99 at.
-            let rank = ((0.99 * r.len() as f64).ceil() as usize).clamp(1, r.len().max(1));
-            r.get(rank - 1).copied()
+            let mut r =
+                crate::plan::queue::simulate(rate, mean, calibration.service_cv, c, requests, seed.wrapping_add(k));
+            // The rank HdrHistogram reads a p99 at: the ⌈0.99·n⌉-th smallest.
+            let rank = ((0.99 * r.len() as f64).ceil() as usize).clamp(1, r.len().max(1)) - 1;
+            (rank < r.len()).then(|| *r.select_nth_unstable_by(rank, f64::total_cmp).1)
         })
         .collect();
     p99s.sort_by(f64::total_cmp);
-    let at = |q: f64| p99s.get(((q * p99s.len() as f64) as usize).min(p99s.len().saturating_sub(1))).copied();
-    Some((at(0.05)?, at(0.95)?))
+    // As many replicates below the band as above it: a twentieth of them on each side.
+    let outside = p99s.len() / 20;
+    Some((*p99s.get(outside)?, *p99s.get(p99s.len().checked_sub(outside + 1)?)?))
 }
+
+/// The most requests of one step [`noise`] simulates.
+pub const MAX_BAND_REQUESTS: u64 = 1_000_000;
 
 /// A step's [`noise`] band, as the run page shows it.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -342,31 +346,37 @@ impl Band {
     }
 }
 
-/// The most requests [`bands`] simulates for one run, all steps and replicates together (about
-/// a tenth of a second of one core).
-pub const BANDS_BUDGET: u64 = 2_000_000;
+/// The most requests [`bands`] simulates for one run, all steps, replicates and their warm-ups
+/// together (about half a second of one core; it runs once, when the run is stored).
+pub const BANDS_BUDGET: u64 = 5_000_000;
 
-/// The [`noise`] band of every open-loop step the default calibration can predict, with as
-/// many replicates (20 to 100) as [`BANDS_BUDGET`] allows over the steps' requests; empty
-/// when the run cannot be calibrated or its steps are too large for 20 replicates each.
-/// Seeded: a page shows the same band each time.
+/// The [`noise`] band of every trusted open-loop step below saturation that the default
+/// calibration can predict, with as many replicates (20 to 100) as [`BANDS_BUDGET`] allows
+/// over those steps' requests; empty when the run cannot be calibrated or those steps are too
+/// large for 20 replicates each (then their p99s rest on so many requests that chance moves
+/// them little). Seeded by step: the same run gets the same bands.
 pub fn bands(steps: &[Step]) -> Vec<Band> {
     let Some(calibration) = calibrate(steps) else { return Vec::new() };
-    let stable = |s: &&Step| {
-        s.in_flight.is_none()
-            && s.requests > 0
-            && s.offered * calibration.service_mean < f64::from(calibration.concurrency)
-    };
-    let requests: u64 = steps.iter().filter(stable).map(|s| s.requests.min(1_000_000)).sum();
-    let replicates = (BANDS_BUDGET / requests.max(1)).min(100);
+    let judged: Vec<&Step> = steps
+        .iter()
+        .filter(|s| {
+            s.trusted()
+                && !s.saturated
+                && s.in_flight.is_none()
+                && s.requests > 0
+                && s.offered * calibration.service_mean < f64::from(calibration.concurrency)
+        })
+        .collect();
+    // Each replicate also simulates a warm-up of a tenth as many requests and 100 more.
+    let per_replicate: u64 = judged.iter().map(|s| s.requests.min(MAX_BAND_REQUESTS) * 11 / 10 + 100).sum();
+    let replicates = (BANDS_BUDGET / per_replicate.max(1)).min(100);
     if replicates < 20 {
         return Vec::new();
     }
-    steps
-        .iter()
-        .filter(stable)
+    judged
+        .into_iter()
         .filter_map(|s| {
-            let (low, high) = noise(&calibration, s, replicates as usize, u64::from(s.step))?;
+            let (low, high) = noise(&calibration, s, replicates as usize, u64::from(s.step) << 32)?;
             Some(Band { step: s.step, low, high })
         })
         .collect()
@@ -538,8 +548,14 @@ mod tests {
             ["below", "inside", "inside", "above"]
         );
         // Steps too large for 20 replicates within the budget get none.
-        let huge = [at(1, 10.0, 80), at(2, 200.0, 60_000), at(3, 350.0, 60_000), steps[3].clone()];
+        let huge = [at(1, 10.0, 80), at(2, 200.0, 150_000), at(3, 350.0, 150_000), steps[3].clone()];
         assert!(super::bands(&huge).is_empty());
+        // Steps that are not judged (saturated, client-limited) cost nothing of the budget.
+        let mut big = steps[3].clone();
+        big.requests = 50_000_000;
+        let mut limited = at(5, 300.0, 50_000_000);
+        limited.client_limited = true;
+        assert_eq!(super::bands(&[steps[0].clone(), steps[1].clone(), steps[2].clone(), big, limited]), bands);
         assert!(super::bands(&[]).is_empty());
     }
 

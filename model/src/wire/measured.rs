@@ -132,8 +132,9 @@ pub fn best_fp32_throughput(measurements: &[Measurement]) -> Option<f64> {
 /// refit them all).
 pub const DIGEST_VERSION: i64 = 2;
 
-/// Suites whose reading changed since [`DIGEST_VERSION`]: the system suite's power (3).
-pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 1] = [(Suite::System, 3)];
+/// Suites whose reading changed since [`DIGEST_VERSION`]: the system suite's power (3), the
+/// endpoint suite's noise bands (3).
+pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 2] = [(Suite::System, 3), (Suite::Endpoint, 3)];
 
 /// The reading of `suite`'s runs this build stores.
 pub fn digest_version(suite: Suite) -> i64 {
@@ -169,6 +170,10 @@ pub struct SuiteDigest {
     /// System: [`power_digest`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<PowerDigest>,
+    /// Endpoint: where each open-loop step's p99 would fall by chance were the service the
+    /// calibrated queue ([`crate::plan::endpoint::bands`]); simulated once, where the LLM fit is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_bands: Vec<crate::plan::endpoint::Band>,
 }
 
 /// The power a node drew in a system run, where it could be read (RAPL: its CPU packages and
@@ -261,6 +266,11 @@ pub fn digest_with(suite: Suite, run_id: &str, measurements: &[Measurement], fit
         Suite::Endpoint => SuiteDigest {
             headline,
             llm: if fit_llm { llm_digest(measurements) } else { None },
+            endpoint_bands: if fit_llm {
+                crate::plan::endpoint::bands(&crate::plan::endpoint::steps(measurements))
+            } else {
+                Vec::new()
+            },
             ..SuiteDigest::default()
         },
         Suite::System => SuiteDigest { headline, power: power_digest(measurements), ..SuiteDigest::default() },
@@ -470,9 +480,11 @@ mod tests {
         assert_eq!(power_digest(&[skipped]), None, "a node without RAPL has no power");
         assert_eq!(power_digest(&[power("busy", f64::NAN), power("warm", 3.0)]), None);
         assert_eq!(power_digest(&[power("busy", 0.0), power("idle", 1e13)]), None, "not plausible");
-        // Only the system suite's digests are read anew for it.
-        assert_eq!((digest_version(Suite::System), digest_version(Suite::Endpoint)), (3, DIGEST_VERSION));
-        assert_eq!(digest_version_sql("suite"), "(CASE suite WHEN 'system' THEN 3 ELSE 2 END)");
+        // Only the system suite's digests are read anew for it (and the endpoint suite's for
+        // its noise bands); the others keep theirs.
+        assert_eq!((digest_version(Suite::System), digest_version(Suite::Endpoint)), (3, 3));
+        assert_eq!(digest_version(Suite::Quant), DIGEST_VERSION);
+        assert_eq!(digest_version_sql("suite"), "(CASE suite WHEN 'system' THEN 3 WHEN 'endpoint' THEN 3 ELSE 2 END)");
     }
 
     #[test]

@@ -162,21 +162,17 @@ pub async fn page(store: &Store, caller: &Caller, run_id: &str) -> Result<RunVie
             trends.push((name, unit, points));
         }
     }
-    // The LLM engine was fitted when the run was stored; the page only reads it.
-    let llm = match detail.run.suites.contains(&Suite::Endpoint) {
-        true => store.run_digest(id, Suite::Endpoint).await?.and_then(|d| d.digest.llm).map(|d| d.check),
+    // The LLM engine was fitted, and the steps' noise simulated, when the run was stored; the
+    // page only reads them.
+    let endpoint = match detail.run.suites.contains(&Suite::Endpoint) {
+        true => store.run_digest(id, Suite::Endpoint).await?.map(|d| d.digest),
         false => None,
     };
-    // Simulated steps of each step's size: a tenth of a second of CPU, on the blocking pool.
-    let steps = model::plan::endpoint::steps(&detail.measurements);
-    let endpoint_bands = match steps.is_empty() {
-        true => Vec::new(),
-        false => SIMULATING.run(move || model::plan::endpoint::bands(&steps)).await?,
+    let (llm, endpoint_bands) = match endpoint {
+        Some(d) => (d.llm.map(|l| l.check), d.endpoint_bands),
+        None => (None, Vec::new()),
     };
     let suites: Vec<&str> = detail.run.suites.iter().map(|s| s.as_str()).collect();
     let alerts = store.run_alerts(&id.to_string(), &suites).await?.iter().map(crate::alerts::view).collect();
     Ok(RunView { detail, node_runs, trends, llm, endpoint_bands, alerts })
 }
-
-/// The run page's noise bands ([`model::plan::endpoint::bands`]): a few at a time.
-static SIMULATING: crate::blocking::Limited = crate::blocking::Limited::new();
