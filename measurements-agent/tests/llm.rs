@@ -403,6 +403,18 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     assert!(page.contains("The smallest of those steps counted"), "{page}");
     let table = page.split("llm-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
     assert_eq!(table.matches("<tr").count(), 1 + 4, "a header row and a row per step: {table}");
+    // Where each measured ITL p99 sits in the model's distribution, as a percentile (the page's
+    // model assumes the server's slots, so its ranks are not this test's).
+    for p in &check.predictions {
+        let (error, rank) = (p.error_itl_p99.unwrap_or(f64::NAN), p.itl_rank.unwrap_or(f64::NAN));
+        eprintln!("step {}: ITL p99 {:+.0} %, the model's p{:.1}", p.step, error * 100.0, rank * 100.0);
+    }
+    let ranked = table
+        .split("data-label=\"ITL p99 is the model")
+        .skip(1)
+        .filter(|cell| cell.split('<').next().is_some_and(|c| c.contains(">p")))
+        .count();
+    assert!(ranked >= 3, "a percentile for each step below capacity: {table}");
     for chart in ["ttft-cdf", "itl-cdf", "tokens"] {
         assert!(page.contains(&format!("data-chart=\"{chart}\"")), "{chart}");
     }

@@ -133,7 +133,7 @@ pub fn best_fp32_throughput(measurements: &[Measurement]) -> Option<f64> {
 pub const DIGEST_VERSION: i64 = 2;
 
 /// Suites whose reading changed since [`DIGEST_VERSION`]: the system suite's power (3), the
-/// endpoint suite's noise bands (3).
+/// endpoint suite's noise bands and ITL ranks (3).
 pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 2] = [(Suite::System, 3), (Suite::Endpoint, 3)];
 
 /// The reading of `suite`'s runs this build stores.

@@ -339,6 +339,61 @@ fn exponential_points(rate: f64, n: usize) -> impl Iterator<Item = f64> {
     (0..n).map(move |k| -(1.0 - (k as f64 + 0.5) / n as f64).ln() / rate)
 }
 
+/// The states worth enumerating: resident counts with their weight, those that carry weight
+/// beside the heaviest.
+fn states(st: &Steady) -> Vec<(f64, f64)> {
+    let heaviest = st.occupancy.iter().copied().fold(0.0, f64::max);
+    st.occupancy.iter().enumerate().filter(|&(_, &w)| w > 1e-12 * heaviest).map(|(m, &w)| (m as f64, w)).collect()
+}
+
+/// Prompts a state of `m` resident can still admit: one per free slot.
+fn free_slots(engine: &Engine, m: f64) -> u32 {
+    ((f64::from(engine.slots) - m).max(0.0) as u32).min(4096)
+}
+
+/// The gaps between tokens as (gap, weight) points. Gaps come from state m at m ÷ τ(m) a
+/// second (m sequences, an iteration each τ(m)), so a gap sees m resident with weight
+/// m·π(m)/τ(m); the prompts read in its iteration are those that arrived during the one before.
+fn gap_points(
+    engine: &Engine,
+    load: &Load,
+    st: &Steady,
+    states: &[(f64, f64)],
+    prompts: &mut Prompts,
+) -> Vec<(f64, f64)> {
+    let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
+    let seen_by_gaps: Vec<(f64, f64)> =
+        states.iter().filter(|(m, _)| *m > 0.0).map(|&(m, w)| (m, m * w / st.iteration(engine, m))).collect();
+    // Nearly idle, a gap is one sequence's alone.
+    let seen_by_gaps = if seen_by_gaps.is_empty() { vec![(1.0, 1.0)] } else { coarse(&seen_by_gaps, |_| false) };
+    let mut gaps = Vec::new();
+    for &(m, w) in &seen_by_gaps {
+        let tau = st.iteration(engine, m);
+        for (k, wk) in poisson(load.rate * tau, free_slots(engine, m)) {
+            for (tokens, wt) in prompts.of(k) {
+                gaps.push((t0 + d * m + p * tokens, w * wk * wt));
+            }
+        }
+    }
+    gaps
+}
+
+/// The share of gaps between tokens the model puts at or below `gap` seconds at `load`: where a
+/// measured ITL p99 sits in the model's distribution (0.99 when they agree). Where a few per
+/// cent of gaps hold another request's prompt, the distribution jumps, and a p99 that lands on
+/// the other side of the jump is off by tens of per cent while its rank is off by a fraction of
+/// one. `Ok(None)` where the engine cannot keep up.
+pub fn itl_share_at_most(engine: &Engine, load: &Load, gap: f64) -> Result<Option<f64>, ModelError> {
+    engine.validate()?;
+    load.validate()?;
+    let Some(st) = steady(engine, load) else { return Ok(None) };
+    let mut prompts = Prompts { load, known: Default::default() };
+    let gaps = gap_points(engine, load, &st, &states(&st), &mut prompts);
+    let total: f64 = gaps.iter().map(|g| g.1).sum();
+    let below: f64 = gaps.iter().filter(|g| g.0 <= gap).map(|g| g.1).sum();
+    Ok((total > 0.0).then(|| below / total))
+}
+
 /// TTFT and ITL percentiles at `load`; `Err` for invalid inputs, `Ok(None)` where the engine
 /// cannot keep up (the queue grows without bound).
 pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelError> {
@@ -348,30 +403,10 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
     let (lambda, i) = (load.rate, load.input_tokens);
     let s = engine.slots as usize;
-    // States worth enumerating: those that carry weight beside the heaviest.
-    let heaviest = st.occupancy.iter().copied().fold(0.0, f64::max);
-    let states: Vec<(f64, f64)> =
-        st.occupancy.iter().enumerate().filter(|&(_, &w)| w > 1e-12 * heaviest).map(|(m, &w)| (m as f64, w)).collect();
+    let states = states(&st);
     let mut prompts = Prompts { load, known: Default::default() };
-    // Prompts a state can still admit: one per free slot.
-    let free = |m: f64| ((s as f64 - m).max(0.0) as u32).min(4096);
-
-    // Gaps come from state m at m ÷ τ(m) a second (m sequences, an iteration each τ(m)), so a
-    // gap sees m resident with weight m·π(m)/τ(m); the prompts read in its iteration are those
-    // that arrived during the one before.
-    let seen_by_gaps: Vec<(f64, f64)> =
-        states.iter().filter(|(m, _)| *m > 0.0).map(|&(m, w)| (m, m * w / st.iteration(engine, m))).collect();
-    // Nearly idle, a gap is one sequence's alone.
-    let seen_by_gaps = if seen_by_gaps.is_empty() { vec![(1.0, 1.0)] } else { coarse(&seen_by_gaps, |_| false) };
-    let mut gaps = Vec::new();
-    for &(m, w) in &seen_by_gaps {
-        let tau = st.iteration(engine, m);
-        for (k, wk) in poisson(lambda * tau, free(m)) {
-            for (tokens, wt) in prompts.of(k) {
-                gaps.push((t0 + d * m + p * tokens, w * wk * wt));
-            }
-        }
-    }
+    let free = |m: f64| free_slots(engine, m);
+    let mut gaps = gap_points(engine, load, &st, &states, &mut prompts);
     let itl_mean = gaps.iter().map(|(g, w)| g * w).sum::<f64>() / gaps.iter().map(|g| g.1).sum::<f64>();
 
     // An arrival that finds m resident waits, when the slots are full, for one to free; then,
@@ -447,6 +482,29 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_share_of_gaps_below_a_value_is_the_quantile_read_backwards() {
+        let engine = Engine {
+            fixed: Seconds(0.010),
+            per_sequence: Seconds(0.0005),
+            per_prompt_token: Seconds(0.0001),
+            slots: 32,
+        };
+        for rate in [0.5, 3.0, 8.0] {
+            let load = Load { rate, input_tokens: 200.0, input_cv: 0.3, output_tokens: 64.0 };
+            let l = predict(&engine, &load).unwrap().unwrap();
+            let share = |gap: f64| itl_share_at_most(&engine, &load, gap).unwrap().unwrap();
+            // The p99 is the smallest gap with 99 % at or below it.
+            assert!(share(l.itl_p99.0) >= 0.99 - 1e-12, "rate {rate}: {}", share(l.itl_p99.0));
+            assert!(share(l.itl_p99.0 * (1.0 - 1e-9)) < 0.99, "rate {rate}");
+            assert!(share(l.itl_p50.0) >= 0.5 && share(l.itl_p50.0 * (1.0 - 1e-9)) < 0.5, "rate {rate}");
+            assert_eq!((share(0.0), share(1e9)), (0.0, 1.0));
+        }
+        let load = Load { rate: 1e6, input_tokens: 200.0, input_cv: 0.3, output_tokens: 64.0 };
+        assert_eq!(itl_share_at_most(&engine, &load, 0.1), Ok(None), "past capacity");
+        assert!(itl_share_at_most(&Engine { slots: 0, ..engine }, &load, 0.1).is_err());
+    }
 
     #[test]
     fn poisson_weights_sum_to_one_even_far_above_the_cap() {

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::batching::{Engine, Load, predict};
+use super::batching::{Engine, Load, itl_share_at_most, predict};
 use crate::plan::endpoint::{self, COUNTED_BELOW_UTILIZATION};
 use crate::units::Seconds;
 use crate::wire::run::{Measurement, MeasurementStatus, Stats, Suite};
@@ -209,6 +209,12 @@ pub struct LlmPrediction {
     /// (predicted − measured) / measured.
     pub error_ttft_p99: Option<f64>,
     pub error_itl_p99: Option<f64>,
+    /// The share of the model's gaps between tokens at or below the measured ITL p99
+    /// ([`itl_share_at_most`]): 0.99 when the model agrees. Near a jump in the distribution (a
+    /// gap that holds another request's prompt, one in a hundred) a p99 off by tens of per cent
+    /// can sit at the model's 0.985.
+    #[serde(default)]
+    pub itl_rank: Option<f64>,
     /// Counted in the summary: trusted, not the base step, not saturated, below capacity × 0.8.
     pub counted: bool,
 }
@@ -238,9 +244,18 @@ impl LlmCheck {
                 [p.offered, p.measured_ttft_p99, p.measured_itl_p99, p.measured_ttft_p50, p.measured_itl_p50]
                     .iter()
                     .all(|v| v.is_finite())
-                    && [p.busy, p.ttft_p99, p.itl_p99, p.ttft_p50, p.itl_p50, p.error_ttft_p99, p.error_itl_p99]
-                        .into_iter()
-                        .all(some)
+                    && [
+                        p.busy,
+                        p.ttft_p99,
+                        p.itl_p99,
+                        p.ttft_p50,
+                        p.itl_p50,
+                        p.error_ttft_p99,
+                        p.error_itl_p99,
+                        p.itl_rank,
+                    ]
+                    .into_iter()
+                    .all(some)
             })
     }
 }
@@ -253,7 +268,8 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
     let predictions: Vec<LlmPrediction> = steps
         .iter()
         .map(|s| {
-            let latency = predict(&engine, &calibration.load_at(s.step.offered)).ok().flatten();
+            let load = calibration.load_at(s.step.offered);
+            let latency = predict(&engine, &load).ok().flatten();
             let error = |p: Option<f64>, m: f64| p.filter(|_| m > 0.0).map(|p| (p - m) / m);
             let ttft_p99 = latency.map(|l| l.ttft_p99.0);
             let itl_p99 = latency.map(|l| l.itl_p99.0);
@@ -271,6 +287,7 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
                 measured_itl_p50: s.itl.p50,
                 error_ttft_p99: error(ttft_p99, s.ttft.p99),
                 error_itl_p99: error(itl_p99, s.itl.p99),
+                itl_rank: itl_share_at_most(&engine, &load, s.itl.p99).ok().flatten(),
                 counted: s.step.trusted()
                     && !s.step.saturated
                     && s.step.error_rate <= 0.01
@@ -361,6 +378,8 @@ mod tests {
         assert!(within(fitted.per_prompt_token.0, 0.0001, 0.25), "{fitted:?}");
         assert!(check.predictions.iter().filter(|p| p.counted).count() >= 2, "{check:?}");
         assert!(check.mape_ttft_p99.unwrap() < 0.15 && check.mape_itl_p99.unwrap() < 0.15, "{check:?}");
+        // Each measured ITL p99 sits near the fitted model's own 99th percentile.
+        assert!(check.predictions.iter().all(|p| p.itl_rank.is_some_and(|r| (0.97..=1.0).contains(&r))), "{check:?}");
         // Nothing to fit on: no step with an answer.
         assert!(super::check(&[], 32).is_none());
         // What is stored as JSON must be numbers JSON holds.
