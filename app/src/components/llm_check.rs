@@ -92,8 +92,9 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
         ),
         _ => "No step besides the calibration step ran below 80 % of capacity, so the model's error is not known yet: load it at more rates.".into(),
     };
-    // An ITL p99 far off in value but near the model's own 99th percentile sits at a jump:
-    // gaps that hold another request's prompt are about one in a hundred.
+    // An ITL p99 far off in value but near the model's own 99th percentile sits where the
+    // model's distribution rises steeply (gaps that read another request's prompt); the first
+    // such step is named.
     let jump = check.predictions.iter().find(|p| {
         p.counted
             && p.error_itl_p99.is_some_and(|e| e.abs() > 0.25)
@@ -101,7 +102,7 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
     });
     let jump = jump.map(|p| {
         format!(
-            "At step {} the ITL p99 is off by {} yet the measured p99 is the model's {}: about one gap in a hundred holds another request's prompt there, so the 99th percentile falls on either side of that jump by chance; the rank is the fairer test.",
+            "At step {} the ITL p99 is off by {} yet the measured p99 is the model's {}: the model's gaps rise steeply between its p98 and p99.5 (gaps that also read another request's prompt are a few in a hundred), so the 99th percentile lands on either side of that rise by chance; the rank is the fairer test.",
             p.step,
             percent(p.error_itl_p99),
             rank(p.itl_rank)

@@ -379,7 +379,8 @@ fn gap_points(
 }
 
 /// The share of gaps between tokens the model puts at or below `gap` seconds at `load`: where a
-/// measured ITL p99 sits in the model's distribution (0.99 when they agree). Where a few per
+/// measured ITL p99 sits in the model's distribution (at least 0.99 when they agree: the
+/// distribution is a set of weighted points, and a value on the p99's point counts all of it). Where a few per
 /// cent of gaps hold another request's prompt, the distribution jumps, and a p99 that lands on
 /// the other side of the jump is off by tens of per cent while its rank is off by a fraction of
 /// one. `Ok(None)` where the engine cannot keep up.

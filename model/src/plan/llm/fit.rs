@@ -210,7 +210,8 @@ pub struct LlmPrediction {
     pub error_ttft_p99: Option<f64>,
     pub error_itl_p99: Option<f64>,
     /// The share of the model's gaps between tokens at or below the measured ITL p99
-    /// ([`itl_share_at_most`]): 0.99 when the model agrees. Near a jump in the distribution (a
+    /// ([`itl_share_at_most`]): at least 0.99 when the model agrees (its distribution is a set of
+    /// weighted points, so a value on the p99's point counts all of it). Near a jump in the distribution (a
     /// gap that holds another request's prompt, one in a hundred) a p99 off by tens of per cent
     /// can sit at the model's 0.985.
     #[serde(default)]
@@ -287,7 +288,9 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
                 measured_itl_p50: s.itl.p50,
                 error_ttft_p99: error(ttft_p99, s.ttft.p99),
                 error_itl_p99: error(itl_p99, s.itl.p99),
-                itl_rank: itl_share_at_most(&engine, &load, s.itl.p99).ok().flatten(),
+                itl_rank: (s.itl.p99 > 0.0)
+                    .then(|| itl_share_at_most(&engine, &load, s.itl.p99).ok().flatten())
+                    .flatten(),
                 counted: s.step.trusted()
                     && !s.step.saturated
                     && s.step.error_rate <= 0.01
