@@ -129,6 +129,11 @@ struct EndpointArgs {
     /// endpoint (openai-*): max_tokens of each request.
     #[arg(long, default_value_t = 128, help_heading = "Endpoint")]
     max_tokens: u32,
+    /// endpoint (openai-*): the most requests the server decodes at once (llama.cpp's
+    /// --parallel, vLLM's --max-num-seqs); default: what the server reports (llama.cpp's /props),
+    /// else unknown, and the fit on the server assumes 256.
+    #[arg(long, help_heading = "Endpoint")]
+    slots: Option<u32>,
     /// endpoint (openai-*): prompt length in words, N or MIN-MAX (uniform), from a shipped corpus.
     #[arg(long, default_value = "64-256", value_parser = endpoint::prompts::parse_words, help_heading = "Endpoint")]
     prompt_words: (u32, u32),
@@ -201,6 +206,15 @@ impl EndpointArgs {
             protocol.as_str()
         );
         anyhow::ensure!((1..=1_000_000).contains(&self.max_tokens), "--max-tokens must be 1 to 1000000");
+        if let Some(slots) = self.slots {
+            let most = model::plan::llm::batching::MAX_SLOTS;
+            anyhow::ensure!(
+                protocol.is_llm(),
+                "--slots is for openai-chat and openai-completions: {} has no slots",
+                protocol.as_str()
+            );
+            anyhow::ensure!((1..=most).contains(&slots), "--slots must be 1 to {most}");
+        }
         let input = match &self.input {
             Some(path) => {
                 let bytes = std::fs::read(path).with_context(|| format!("cannot read --input {}", path.display()))?;
@@ -220,6 +234,7 @@ impl EndpointArgs {
                 input,
                 expect_status: self.expect_status,
                 max_tokens: self.max_tokens,
+                slots: self.slots,
                 prompt_words: self.prompt_words,
                 tensor_data: self.tensor_data,
             },

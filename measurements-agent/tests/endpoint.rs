@@ -565,6 +565,31 @@ fn bad_targets_and_arguments_are_named_and_failures_are_counted() {
     );
     assert!(!out.status.success());
     assert!(text(&out).contains("drop --rates, --sweep and --arrivals"), "{}", text(&out));
+    let out = agent(
+        &[
+            "run",
+            "endpoint",
+            "--target",
+            &nowhere,
+            "--protocol",
+            "http-json",
+            "--input",
+            body,
+            "--slots",
+            "4",
+            "--rates",
+            "5",
+        ],
+        spool.path(),
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--slots is for openai-chat and openai-completions"), "{}", text(&out));
+    let out = agent(
+        &["run", "endpoint", "--target", &nowhere, "--protocol", "openai-chat", "--slots", "0", "--rates", "5"],
+        spool.path(),
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--slots must be 1 to 100000"), "{}", text(&out));
     let trace = dir.path().join("trace.csv");
     std::fs::write(&trace, "offset_s\n0.0\n-0.5\n").unwrap();
     let arrivals = format!("trace:{}", trace.display());

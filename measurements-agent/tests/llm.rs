@@ -403,11 +403,25 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     assert!(page.contains("The smallest of those steps counted"), "{page}");
     let table = page.split("llm-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
     assert_eq!(table.matches("<tr").count(), 1 + 4, "a header row and a row per step: {table}");
-    // Where each measured ITL p99 sits in the model's distribution, as a percentile (the page's
-    // model assumes the server's slots, so its ranks are not this test's).
+    // The agent read the server's slots from llama.cpp's /props, so the page fits the engine
+    // this test fits, and where each measured ITL p99 sits in the model's distribution, as a
+    // percentile, is the same there.
+    let parameters = &run.measurements[0].parameters;
+    assert_eq!(parameters.get("slots").map(String::as_str), Some(SLOTS.to_string().as_str()), "{parameters:?}");
+    assert_eq!(parameters.get("slots_from").map(String::as_str), Some("server"), "{parameters:?}");
+    assert!(parameters.get("server").is_some_and(|s| s.starts_with("llama.cpp ")), "{parameters:?}");
+    assert!(page.contains(&format!("{SLOTS} slots, as the server reported them")), "{page}");
     for p in &check.predictions {
         let (error, rank) = (p.error_itl_p99.unwrap_or(f64::NAN), p.itl_rank.unwrap_or(f64::NAN));
         eprintln!("step {}: ITL p99 {:+.0} %, the model's p{:.1}", p.step, error * 100.0, rank * 100.0);
+        if p.itl_rank.is_some() {
+            assert!(
+                table.contains(&format!(">p{:.1}", rank * 100.0)),
+                "step {}'s rank p{:.1}: {table}",
+                p.step,
+                rank * 100.0
+            );
+        }
     }
     let ranked = table
         .split("data-label=\"ITL p99 is the model")

@@ -136,6 +136,7 @@ fn a_short_steps_p99_is_noisy_and_the_noise_shrinks_with_longer_steps() {
                 base_step: 1,
                 batch_step: Some(4),
             },
+            slots_from: Default::default(),
             predictions: Vec::new(),
             mape_ttft_p99: None,
             mape_itl_p99: None,

@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 use model::format::seconds;
-use model::plan::llm::fit::{LlmCheck, LlmStep};
+use model::plan::llm::fit::{LlmCheck, LlmStep, SlotsFrom};
 
 use crate::components::charts::{LineChart, Series, line_chart};
 use crate::pages::run::percent;
@@ -53,14 +53,21 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
         None => "no step batched enough sequences to measure the cost of one more: taken as 0".into(),
     };
     let summary = format!(
-        "Fitted from step {}: an iteration costs {} fixed, {}; prompts read at {:.0} tokens/s. Requests carried {:.0} prompt and {:.0} output tokens on average. {} slots assumed (the OpenAI API does not report the server's).",
+        "Fitted from step {}: an iteration costs {} fixed, {}; prompts read at {:.0} tokens/s. Requests carried {:.0} prompt and {:.0} output tokens on average. {}",
         c.base_step,
         seconds(e.fixed.0),
         batch,
         1.0 / e.per_prompt_token.0.max(1e-12),
         c.input_tokens,
         c.output_tokens,
-        e.slots,
+        match check.slots_from {
+            SlotsFrom::Server => format!("{} slots, as the server reported them (llama.cpp's /props).", e.slots),
+            SlotsFrom::Stated => format!("{} slots, as the agent was told (--slots).", e.slots),
+            SlotsFrom::Assumed => format!(
+                "{} slots assumed: the server did not report its own (the OpenAI API has no field for them); give them to the agent with --slots N.",
+                e.slots
+            ),
+        },
     );
     let counted = check.predictions.iter().filter(|p| p.counted).count();
     // A p99 of a few hundred requests is itself unsure: say on how few the error rests.

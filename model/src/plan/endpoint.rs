@@ -302,7 +302,7 @@ pub fn check_with(steps: &[Step], fit: Fit) -> Option<Check> {
 /// of 1,000,000 requests.
 pub fn noise(calibration: &Calibration, step: &Step, replicates: usize, seed: u64) -> Option<(f64, f64)> {
     let (rate, mean, c) = (step.offered, calibration.service_mean, calibration.concurrency);
-    if step.in_flight.is_some() || step.requests == 0 || replicates < 20 || rate * mean >= f64::from(c) {
+    if !simulable(calibration, step) || replicates < 20 {
         return None;
     }
     let requests = step.requests.min(MAX_BAND_REQUESTS) as usize;
@@ -319,6 +319,14 @@ pub fn noise(calibration: &Calibration, step: &Step, replicates: usize, seed: u6
     // As many replicates below the band as above it: a twentieth of them on each side.
     let outside = p99s.len() / 20;
     Some((*p99s.get(outside)?, *p99s.get(p99s.len().checked_sub(outside + 1)?)?))
+}
+
+/// Whether [`noise`] can simulate `step`: open loop, with requests, at a rate the calibrated
+/// queue keeps up with.
+fn simulable(calibration: &Calibration, step: &Step) -> bool {
+    step.in_flight.is_none()
+        && step.requests > 0
+        && step.offered * calibration.service_mean < f64::from(calibration.concurrency)
 }
 
 /// The most requests of one step [`noise`] simulates.
@@ -357,16 +365,8 @@ pub const BANDS_BUDGET: u64 = 5_000_000;
 /// them little). Seeded by step: the same run gets the same bands.
 pub fn bands(steps: &[Step]) -> Vec<Band> {
     let Some(calibration) = calibrate(steps) else { return Vec::new() };
-    let judged: Vec<&Step> = steps
-        .iter()
-        .filter(|s| {
-            s.trusted()
-                && !s.saturated
-                && s.in_flight.is_none()
-                && s.requests > 0
-                && s.offered * calibration.service_mean < f64::from(calibration.concurrency)
-        })
-        .collect();
+    let judged: Vec<&Step> =
+        steps.iter().filter(|s| s.trusted() && !s.saturated && simulable(&calibration, s)).collect();
     // Each replicate also simulates a warm-up of a tenth as many requests and 100 more.
     let per_replicate: u64 = judged.iter().map(|s| s.requests.min(MAX_BAND_REQUESTS) * 11 / 10 + 100).sum();
     let replicates = (BANDS_BUDGET / per_replicate.max(1)).min(100);

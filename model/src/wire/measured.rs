@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::llm::fit::{self as llm_fit, ASSUMED_SLOTS, LlmCheck};
+use crate::plan::llm::fit::{self as llm_fit, LlmCheck};
 use crate::plan::memory::Precision;
 use crate::plan::rightsize::{Hardware, PerfPoint, Source};
 use crate::plan::transport::TransportMeasurement;
@@ -218,8 +218,9 @@ pub struct LlmDigest {
     pub check: LlmCheck,
 }
 
-/// The fitted engine of an endpoint run of an OpenAI-compatible server, with
-/// [`ASSUMED_SLOTS`]; `None` for other protocols or a run with no trusted step.
+/// The fitted engine of an endpoint run of an OpenAI-compatible server, with the slots the
+/// agent recorded ([`llm_fit::slots`]: the server's, or `--slots`), else [`llm_fit::ASSUMED_SLOTS`];
+/// `None` for other protocols or a run with no trusted step.
 pub fn llm_digest(measurements: &[Measurement]) -> Option<LlmDigest> {
     let first = measurements.iter().find(|m| m.suite == Suite::Endpoint)?;
     let param = |key: &str| first.parameters.get(key).cloned();
@@ -227,7 +228,9 @@ pub fn llm_digest(measurements: &[Measurement]) -> Option<LlmDigest> {
     if !protocol.starts_with("openai") {
         return None;
     }
-    let check = llm_fit::check(&llm_fit::steps(measurements), ASSUMED_SLOTS)?;
+    let (slots, slots_from) = llm_fit::slots(measurements);
+    let mut check = llm_fit::check(&llm_fit::steps(measurements), slots)?;
+    check.slots_from = slots_from;
     // Stored as JSON, where a non-finite number does not survive (it is written as null): a
     // fit of hostile figures that is not every number finite is not kept.
     if !check.is_finite() {

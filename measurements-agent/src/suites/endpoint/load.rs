@@ -410,6 +410,7 @@ mod tests {
             input: Some(b"{}".to_vec()),
             expect_status: 200,
             max_tokens: 1,
+            slots: None,
             prompt_words: (1, 1),
             tensor_data: Default::default(),
         };

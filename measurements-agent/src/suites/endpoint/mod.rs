@@ -17,6 +17,7 @@ use anyhow::Context;
 use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use model::plan::llm::fit::SlotsFrom;
 use model::plan::rng::Rng;
 use model::{Case, Measurement, MeasurementStatus, Stats, Suite, Unit};
 
@@ -227,10 +228,16 @@ impl Benchmark for EndpointSuite {
         // A few requests one at a time: the target answers, and how long one takes unloaded.
         let (probe, failed) = probe(&runtime, &client, &target, config.timeout)?;
         let what = format!(
-            "endpoint {public} ({}{}{})",
+            "endpoint {public} ({}{}{}{})",
             config.protocol.as_str(),
             target.model.as_deref().map(|m| format!(", model {}", clean(m))).unwrap_or_default(),
             if target.binary_header.is_some() { ", binary tensors" } else { "" },
+            match target.slots {
+                Some((n, SlotsFrom::Server)) => format!(", {n} slots as the server reports"),
+                Some((n, _)) => format!(", {n} slots as stated"),
+                None if config.protocol.is_llm() => ", slots not reported (--slots N states them)".into(),
+                None => String::new(),
+            },
         );
         progress.line(&match failed {
             None => format!("{what}: one request alone takes {:.2} ms", probe.as_secs_f64() * 1e3),
@@ -255,6 +262,10 @@ impl Benchmark for EndpointSuite {
             if let Some(value) = value {
                 base.insert(key.to_string(), clean(value));
             }
+        }
+        if let Some((slots, from)) = target.slots {
+            base.insert("slots".to_string(), slots.to_string());
+            base.insert("slots_from".to_string(), from.as_str().to_string());
         }
         if config.slo.is_set() {
             base.insert("slo".to_string(), config.slo.label());

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use bytes::Bytes;
+use model::plan::llm::batching::MAX_SLOTS;
+use model::plan::llm::fit::SlotsFrom;
 use serde_json::{Value, json};
 
 use super::http1::Wire;
@@ -91,8 +93,11 @@ pub struct Prepared {
     /// The model's name and version as the server reported them, where it did.
     pub model: Option<String>,
     pub model_version: Option<String>,
-    /// The server's software, from `/v2` (kserve-v2) or `ServerMetadata` (kserve-v2-grpc).
+    /// The server's software, from `/v2` (kserve-v2), `ServerMetadata` (kserve-v2-grpc) or
+    /// llama.cpp's `/props` (openai-*).
     pub server: Option<String>,
+    /// The most sequences an LLM server decodes at once, and who said so (openai-*).
+    pub slots: Option<(u32, SlotsFrom)>,
     /// The connection requests go over (kserve-v2-grpc).
     pub channel: Option<tonic::transport::Channel>,
     /// `url` parsed, once: parsing it per request cost more than a trivial server's answer.
@@ -121,6 +126,7 @@ impl Prepared {
             model: self.model.clone(),
             model_version: self.model_version.clone(),
             server: self.server.clone(),
+            slots: self.slots,
             channel,
             parsed: std::sync::OnceLock::new(),
             wire: tokio::sync::OnceCell::new(),
@@ -472,6 +478,8 @@ pub struct TargetOptions {
     pub input: Option<Vec<u8>>,
     pub expect_status: u16,
     pub max_tokens: u32,
+    /// openai-*: the most sequences the server decodes at once, where the user says.
+    pub slots: Option<u32>,
     /// Prompt length in words: each prompt is drawn uniformly from this range.
     pub prompt_words: (u32, u32),
     /// kserve-v2: JSON or binary tensors.
@@ -496,6 +504,7 @@ pub async fn prepare(
         model: options.model.clone(),
         model_version: options.model_version.clone(),
         server: None,
+        slots: None,
         channel: None,
         parsed: std::sync::OnceLock::new(),
         wire: tokio::sync::OnceCell::new(),
@@ -585,6 +594,18 @@ pub async fn prepare(
                 }
             };
             prepared.model = Some(model.clone());
+            prepared.slots = options.slots.map(|n| (n, SlotsFrom::Stated));
+            // llama.cpp's server says how many sequences it decodes at once, and its build; other
+            // servers answer 404 (or anything), which leaves the slots unknown, not the run failed.
+            if let Ok(props) = client.get_json(&format!("{base}/props")).await {
+                let reported = props.get("total_slots").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+                if prepared.slots.is_none() {
+                    prepared.slots = reported.filter(|n| (1..=MAX_SLOTS).contains(n)).map(|n| (n, SlotsFrom::Server));
+                }
+                if let Some(build) = props.get("build_info").and_then(Value::as_str).filter(|_| reported.is_some()) {
+                    prepared.server = Some(format!("llama.cpp {build}"));
+                }
+            }
             let chat = protocol == Protocol::OpenaiChat;
             prepared.url = format!("{base}{}", if chat { "/v1/chat/completions" } else { "/v1/completions" });
             prepared.bodies = match &options.input {
@@ -690,6 +711,7 @@ mod tests {
             model: None,
             model_version: None,
             server: None,
+            slots: None,
             channel: None,
             parsed: std::sync::OnceLock::new(),
             wire: tokio::sync::OnceCell::new(),

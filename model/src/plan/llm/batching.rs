@@ -389,15 +389,29 @@ pub fn itl_share_at_most(engine: &Engine, load: &Load, gap: f64) -> Result<Optio
     load.validate()?;
     let Some(st) = steady(engine, load) else { return Ok(None) };
     let mut prompts = Prompts { load, known: Default::default() };
-    let gaps = gap_points(engine, load, &st, &states(&st), &mut prompts);
+    Ok(share_at_most(&gap_points(engine, load, &st, &states(&st), &mut prompts), gap))
+}
+
+/// The share of weighted `gaps` at or below `gap`.
+fn share_at_most(gaps: &[(f64, f64)], gap: f64) -> Option<f64> {
     let total: f64 = gaps.iter().map(|g| g.1).sum();
     let below: f64 = gaps.iter().filter(|g| g.0 <= gap).map(|g| g.1).sum();
-    Ok((total > 0.0).then(|| below / total))
+    (total > 0.0).then(|| below / total)
 }
 
 /// TTFT and ITL percentiles at `load`; `Err` for invalid inputs, `Ok(None)` where the engine
 /// cannot keep up (the queue grows without bound).
 pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelError> {
+    Ok(predict_ranked(engine, load, None)?.map(|(latency, _)| latency))
+}
+
+/// [`predict`], and where `itl` is given, the share of gaps at or below it
+/// ([`itl_share_at_most`]) read off the same mixture of gaps, built once for both.
+pub fn predict_ranked(
+    engine: &Engine,
+    load: &Load,
+    itl: Option<f64>,
+) -> Result<Option<(Latency, Option<f64>)>, ModelError> {
     engine.validate()?;
     load.validate()?;
     let Some(st) = steady(engine, load) else { return Ok(None) };
@@ -408,6 +422,7 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
     let mut prompts = Prompts { load, known: Default::default() };
     let free = |m: f64| free_slots(engine, m);
     let mut gaps = gap_points(engine, load, &st, &states, &mut prompts);
+    let rank = itl.and_then(|itl| share_at_most(&gaps, itl));
     let itl_mean = gaps.iter().map(|(g, w)| g * w).sum::<f64>() / gaps.iter().map(|g| g.1).sum::<f64>();
 
     // An arrival that finds m resident waits, when the slots are full, for one to free; then,
@@ -462,7 +477,7 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
     let total: f64 = firsts.iter().map(|f| f.1).sum();
     let ttft_mean = firsts.iter().map(|(f, w)| f * w).sum::<f64>() / total;
     let resident = st.resident();
-    Ok(Some(Latency {
+    let latency = Latency {
         ttft_p50: Seconds(quantile(&mut firsts, 0.5)),
         ttft_p99: Seconds(quantile(&mut firsts, 0.99)),
         itl_p50: Seconds(quantile(&mut gaps, 0.5)),
@@ -476,7 +491,8 @@ pub fn predict(engine: &Engine, load: &Load) -> Result<Option<Latency>, ModelErr
         output_tokens_per_second: lambda * load.output_tokens,
         validated: resident <= VALIDATED_SHARE * f64::from(engine.slots)
             && load.rate <= VALIDATED_LOAD * engine.capacity(load.input_tokens, load.output_tokens) * (1.0 + 1e-9),
-    }))
+    };
+    Ok(Some((latency, rank)))
 }
 
 #[cfg(test)]

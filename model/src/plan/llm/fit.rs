@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::batching::{Engine, Load, itl_share_at_most, predict};
+use super::batching::{Engine, Load, MAX_SLOTS, predict, predict_ranked};
 use crate::plan::endpoint::{self, COUNTED_BELOW_UTILIZATION};
 use crate::units::Seconds;
 use crate::wire::run::{Measurement, MeasurementStatus, Stats, Suite};
@@ -81,6 +81,50 @@ pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
 /// The slots assumed where the server's are not known: the OpenAI API does not report them,
 /// and vLLM's default `max_num_seqs` is 256. They matter only once they fill.
 pub const ASSUMED_SLOTS: u32 = 256;
+
+/// Where a run's slots came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotsFrom {
+    /// Not known: [`ASSUMED_SLOTS`].
+    #[default]
+    Assumed,
+    /// The server said (llama.cpp's `/props`, `total_slots`).
+    Server,
+    /// The agent was told (`--slots`).
+    Stated,
+}
+
+impl SlotsFrom {
+    /// The `slots_from` parameter the agent records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotsFrom::Assumed => "assumed",
+            SlotsFrom::Server => "server",
+            SlotsFrom::Stated => "stated",
+        }
+    }
+}
+
+/// The slots the server of an endpoint run decodes at once, as the agent recorded them (the
+/// `slots` and `slots_from` parameters), else [`ASSUMED_SLOTS`]. An agent token may upload
+/// anything: a count that is not a whole number from 1 to [`MAX_SLOTS`] is not taken.
+pub fn slots(measurements: &[Measurement]) -> (u32, SlotsFrom) {
+    let Some(first) = measurements.iter().find(|m| m.suite == Suite::Endpoint) else {
+        return (ASSUMED_SLOTS, SlotsFrom::Assumed);
+    };
+    let count =
+        first.parameters.get("slots").and_then(|s| s.parse::<u32>().ok()).filter(|n| (1..=MAX_SLOTS).contains(n));
+    let recorded = first.parameters.get("slots_from").map(String::as_str);
+    let from = [SlotsFrom::Server, SlotsFrom::Stated]
+        .into_iter()
+        .find(|f| recorded == Some(f.as_str()))
+        .unwrap_or(SlotsFrom::Assumed);
+    match count {
+        Some(n) if from != SlotsFrom::Assumed => (n, from),
+        _ => (ASSUMED_SLOTS, SlotsFrom::Assumed),
+    }
+}
 
 /// The engine as fitted, and where each part came from.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -210,7 +254,7 @@ pub struct LlmPrediction {
     pub error_ttft_p99: Option<f64>,
     pub error_itl_p99: Option<f64>,
     /// The share of the model's gaps between tokens at or below the measured ITL p99
-    /// ([`itl_share_at_most`]): at least 0.99 when the model agrees (its distribution is a set of
+    /// ([`super::batching::itl_share_at_most`]): at least 0.99 when the model agrees (its distribution is a set of
     /// weighted points, so a value on the p99's point counts all of it). Near a jump in the distribution (a
     /// gap that holds another request's prompt, one in a hundred) a p99 off by tens of per cent
     /// can sit at the model's 0.985.
@@ -224,6 +268,11 @@ pub struct LlmPrediction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmCheck {
     pub calibration: LlmCalibration,
+    /// Where the engine's slots came from: [`check`] is given a count and leaves this
+    /// [`SlotsFrom::Assumed`]; the fit the server stores ([`crate::wire::measured::llm_digest`])
+    /// says where its count came from.
+    #[serde(default)]
+    pub slots_from: SlotsFrom,
     pub predictions: Vec<LlmPrediction>,
     /// Mean absolute error of TTFT p99 and of ITL p99 over the counted steps, as fractions.
     pub mape_ttft_p99: Option<f64>,
@@ -270,7 +319,8 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
         .iter()
         .map(|s| {
             let load = calibration.load_at(s.step.offered);
-            let latency = predict(&engine, &load).ok().flatten();
+            let ranked = predict_ranked(&engine, &load, (s.itl.p99 > 0.0).then_some(s.itl.p99)).ok().flatten();
+            let (latency, itl_rank) = (ranked.map(|r| r.0), ranked.and_then(|r| r.1));
             let error = |p: Option<f64>, m: f64| p.filter(|_| m > 0.0).map(|p| (p - m) / m);
             let ttft_p99 = latency.map(|l| l.ttft_p99.0);
             let itl_p99 = latency.map(|l| l.itl_p99.0);
@@ -288,9 +338,7 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
                 measured_itl_p50: s.itl.p50,
                 error_ttft_p99: error(ttft_p99, s.ttft.p99),
                 error_itl_p99: error(itl_p99, s.itl.p99),
-                itl_rank: (s.itl.p99 > 0.0)
-                    .then(|| itl_share_at_most(&engine, &load, s.itl.p99).ok().flatten())
-                    .flatten(),
+                itl_rank,
                 counted: s.step.trusted()
                     && !s.step.saturated
                     && s.step.error_rate <= 0.01
@@ -306,6 +354,7 @@ pub fn check(steps: &[LlmStep], slots: u32) -> Option<LlmCheck> {
     };
     Some(LlmCheck {
         calibration,
+        slots_from: SlotsFrom::Assumed,
         mape_ttft_p99: mean(|p| p.error_ttft_p99),
         mape_itl_p99: mean(|p| p.error_itl_p99),
         predictions,
@@ -393,5 +442,31 @@ mod tests {
         odd.predictions[1].error_itl_p99 = None;
         odd.calibration.engine.per_prompt_token = Seconds(f64::NAN);
         assert!(!odd.is_finite());
+    }
+
+    #[test]
+    fn a_runs_slots_are_the_ones_it_recorded_and_assumed_where_they_are_not_a_count() {
+        let engine =
+            Engine { fixed: Seconds(0.01), per_sequence: Seconds(0.0), per_prompt_token: Seconds(0.0001), slots: 4 };
+        let load = Load { rate: 0.0, input_tokens: 100.0, input_cv: 0.0, output_tokens: 16.0 };
+        let with = |pairs: &[(&str, &str)]| {
+            let mut ms = step(1, 0.5, &engine, load);
+            for m in &mut ms {
+                m.parameters.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            }
+            slots(&ms)
+        };
+        assert_eq!(with(&[("slots", "4"), ("slots_from", "server")]), (4, SlotsFrom::Server));
+        assert_eq!(with(&[("slots", "12"), ("slots_from", "stated")]), (12, SlotsFrom::Stated));
+        let assumed = (ASSUMED_SLOTS, SlotsFrom::Assumed);
+        assert_eq!(with(&[]), assumed);
+        // A count with no source, a source with no count, and counts that are not slots.
+        assert_eq!(with(&[("slots", "4")]), assumed);
+        assert_eq!(with(&[("slots_from", "server")]), assumed);
+        for bad in ["0", "-3", "4.5", "NaN", "100001", "</td><script>"] {
+            assert_eq!(with(&[("slots", bad), ("slots_from", "server")]), assumed, "{bad}");
+        }
+        assert_eq!(with(&[("slots", "4"), ("slots_from", "guessed")]), assumed);
+        assert_eq!(slots(&[]), assumed);
     }
 }
