@@ -400,7 +400,7 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     let token = server.agent_token("endpoint-agent");
     let body = body.to_str().unwrap();
     let out = agent(
-        &["run", "endpoint", "--target", &infer, "--protocol", "http-json", "--input", body, "--rates", "10,25,50"]
+        &["run", "endpoint", "--target", &infer, "--protocol", "http-json", "--input", body, "--rates", "10,25,50,25"]
             .iter()
             .chain(&["--duration", "2s", "--warmup", "1s", "--server", &server_url, "--token", &token])
             .copied()
@@ -430,8 +430,11 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     let page = page.text().unwrap();
     assert!(page.contains("Your service under load"), "{page}");
     let table = page.split("endpoint-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
-    assert_eq!(table.matches("<tr").count(), 1 + 3, "a header row and a row per step: {table}");
+    assert_eq!(table.matches("<tr").count(), 1 + 4, "a header row and a row per step: {table}");
     assert!(page.contains("data-out=\"model-error\""));
+    // 25/s ran twice: how far the server's P99 moved between those steps, which no band holds.
+    let drift = page.split("data-out=\"model-drift\">").nth(1).and_then(|t| t.split("</p>").next()).unwrap_or("");
+    assert!(drift.contains("over 2 steps at 25/s (+"), "{page}");
     // Each step's P99 beside where chance alone would put it were the service the model's queue,
     // simulated by the server for this page.
     assert!(table.contains("P99 by chance"), "{table}");

@@ -106,6 +106,7 @@ fn short_run(engine: &Engine, load: &Load, window: f64) -> Vec<LlmStep> {
                     saturated: false,
                     client_limited: false,
                     in_flight: None,
+                    scheduled: None,
                 },
                 ttft: Stats::single(0.0),
                 itl: Stats::single(0.0),

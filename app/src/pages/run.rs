@@ -222,10 +222,15 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
             worst * 100.0
         ),
         (Some(mape), Some(worst)) => format!(
-            "The model's P99 is off by {:.0} % on average over the {counted} steps below {:.0} % utilisation (worst {:.0} %).",
+            "The model's P99 is off by {:.0} % on average over the {counted} steps below {:.0} % utilisation (worst {:.0} %).{}",
             mape * 100.0,
             endpoint::COUNTED_BELOW_UTILIZATION * 100.0,
-            worst * 100.0
+            worst * 100.0,
+            if c.saturation_measured {
+                ""
+            } else {
+                " No step saturated, so the concurrency is only a lower bound, and the utilisations and predicted P99s upper bounds: sweep to saturation (--sweep) before reading this error as the model's."
+            }
         ),
         _ if closed => "Only the calibration step ran without errors, so the model's error is not known yet: load it at more concurrencies.".into(),
         _ => "No step besides the calibration step ran below 80 % utilisation, so the model's error is not known yet: sweep at more rates.".into(),
@@ -234,6 +239,7 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
     let band = |step: u32| bands.iter().find(|b| b.step == step).copied();
     let side = |p: &endpoint::Prediction| Some(band(p.step)?.side(p.measured_p99?));
     let judged: Vec<&str> = check.predictions.iter().filter(|p| p.counted).filter_map(side).collect();
+    let repeats = endpoint::repeats(&steps);
     let outside = judged.iter().filter(|&&s| s != "inside").count();
     let noise = match (judged.len(), outside) {
         (0, _) => None,
@@ -241,9 +247,38 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
             "Every one of the {n} steps counted has its P99 inside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of its size: this error is within the steps' own noise, and longer steps would tell."
         )),
         (n, k) => Some(format!(
-            "{k} of the {n} steps counted have their P99 outside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of their size: there the error is more than the step's own noise (the model's, or its calibration step's)."
+            "{k} of the {n} steps counted have their P99 outside the band it would fall in 90 times in 100 (the column P99 by chance) were the service the calibrated queue, simulated in steps of their size: there the error is more than chance moves a step that long. It is the model's, its calibration step's, or the server's own drift between steps, which the band does not hold{}",
+            if repeats.is_empty() {
+                "; repeat a rate (as in --rates 100,300,100,300) to measure that drift."
+            } else {
+                ": the steps repeated at one load measure it."
+            }
         )),
     };
+    // How far the server itself moved between steps of one load.
+    let drift = (!repeats.is_empty()).then(|| {
+        let loads: Vec<String> = repeats
+            .iter()
+            .map(|g| {
+                let load = match (g.in_flight, g.scheduled) {
+                    (Some(n), _) => format!("{n} in flight"),
+                    (None, Some(rate)) => format!("{rate}/s"),
+                    (None, None) => "one load".into(),
+                };
+                format!(
+                    "{}–{} over {} steps at {load} (+{:.0} %)",
+                    seconds(g.low),
+                    seconds(g.high),
+                    g.steps.len(),
+                    g.spread() * 100.0
+                )
+            })
+            .collect();
+        format!(
+            "Steps repeated at one load show how far the server itself moved between steps, which no band holds: its P99 ranged {}. A model error smaller than that spread is within what this server does from one step to the next.",
+            loads.join("; ")
+        )
+    });
     let (load_head, how) = if closed {
         (
             "In flight",
@@ -264,6 +299,7 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
             <p>{how}</p>
             <p data-out="model-error">{error}</p>
             {noise.map(|text| view! { <p data-out="model-noise">{text}</p> })}
+            {drift.map(|text| view! { <p data-out="model-drift">{text}</p> })}
             {chart.map(|svg| view! { <div class="chart" data-chart="endpoint" inner_html=svg></div> })}
             <div tabindex="0" class="table-wrap">
                 <table class="stack endpoint-steps">
@@ -625,6 +661,7 @@ mod tests {
             saturated: false,
             client_limited: false,
             in_flight,
+            scheduled: in_flight.is_none().then_some(offered),
         }
     }
 

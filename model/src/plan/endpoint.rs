@@ -37,6 +37,9 @@ pub struct Step {
     /// Closed loop: the requests kept in flight (`load=closed`, `in_flight=N`); `None` for an
     /// open-loop step, whose rate was offered on a schedule.
     pub in_flight: Option<u32>,
+    /// Open loop: the rate the schedule was drawn for (the `rate` parameter); a Poisson
+    /// schedule's `offered` differs from it by chance, by a few per cent over seconds.
+    pub scheduled: Option<f64>,
 }
 
 impl Step {
@@ -83,6 +86,11 @@ pub fn steps(measurements: &[Measurement]) -> Vec<Step> {
                 saturated: flag("saturated"),
                 client_limited: flag("client_limited"),
                 in_flight,
+                scheduled: latency
+                    .parameters
+                    .get("rate")
+                    .and_then(|r| r.parse::<f64>().ok())
+                    .filter(|r| r.is_finite() && *r > 0.0 && !closed),
             })
         })
         .take(MAX_STEPS)
@@ -382,6 +390,61 @@ pub fn bands(steps: &[Step]) -> Vec<Band> {
         .collect()
 }
 
+/// Steps run at the same load: how far the server's p99 moved between them. A step's
+/// [`noise`] band holds only the chance of a step of its length; a server also drifts between
+/// steps (other work on the node, caches, its own housekeeping), and only a load measured more
+/// than once shows by how much.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repeat {
+    /// The load: the scheduled rate (open loop) or the requests in flight (closed loop).
+    pub scheduled: Option<f64>,
+    pub in_flight: Option<u32>,
+    /// The steps, in order.
+    pub steps: Vec<u32>,
+    /// Their lowest and highest p99, seconds.
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Repeat {
+    /// The highest p99 over the lowest, less one.
+    pub fn spread(&self) -> f64 {
+        self.high / self.low - 1.0
+    }
+}
+
+/// The loads of a run measured by two or more trusted, unsaturated steps with a p99, in order
+/// of load (`--rates 100,300,100,300`, or a sweep that tried a rate once more). Steps are of
+/// one load when they were scheduled at the same rate or kept as many requests in flight.
+pub fn repeats(steps: &[Step]) -> Vec<Repeat> {
+    let mut groups: Vec<Repeat> = Vec::new();
+    for s in steps.iter().filter(|s| s.trusted() && !s.saturated) {
+        let Some(p99) = s.p99.filter(|p| *p > 0.0 && p.is_finite()) else { continue };
+        if s.scheduled.is_none() && s.in_flight.is_none() {
+            continue;
+        }
+        match groups.iter_mut().find(|g| g.scheduled == s.scheduled && g.in_flight == s.in_flight) {
+            Some(g) => {
+                g.steps.push(s.step);
+                g.low = g.low.min(p99);
+                g.high = g.high.max(p99);
+            }
+            None => groups.push(Repeat {
+                scheduled: s.scheduled,
+                in_flight: s.in_flight,
+                steps: vec![s.step],
+                low: p99,
+                high: p99,
+            }),
+        }
+    }
+    groups.retain(|g| g.steps.len() >= 2);
+    groups.sort_by(|a, b| {
+        a.in_flight.cmp(&b.in_flight).then(a.scheduled.unwrap_or(0.0).total_cmp(&b.scheduled.unwrap_or(0.0)))
+    });
+    groups
+}
+
 /// The response time of a closed loop: `in_flight` requests sent back to back (no think time)
 /// to `c` servers of mean `mean` and coefficient of variation `cv`, first come first served.
 ///
@@ -426,7 +489,47 @@ mod tests {
             saturated,
             client_limited: false,
             in_flight: None,
+            scheduled: Some(offered),
         }
+    }
+
+    #[test]
+    fn repeated_loads_are_grouped_by_their_schedule_and_span_their_p99s() {
+        let at = |n: u32, rate: f64, p99: f64| Step { offered: rate * 1.04, ..step(n, rate, rate, 0.001, p99, false) };
+        let closed =
+            |n: u32, in_flight: u32, p99: f64| Step { in_flight: Some(in_flight), scheduled: None, ..at(n, 1.0, p99) };
+        let steps = [
+            at(1, 100.0, 0.003),
+            at(2, 300.0, 0.004),
+            at(3, 100.0, 0.005),
+            // Neither an untrusted nor a saturated step is the server's drift.
+            Step { client_limited: true, ..at(4, 100.0, 0.050) },
+            at(5, 300.0, 0.002),
+            Step { saturated: true, ..at(6, 300.0, 0.090) },
+            at(7, 500.0, 0.006),
+            closed(8, 4, 0.010),
+            closed(9, 4, 0.012),
+            closed(10, 8, 0.020),
+        ];
+        let r = repeats(&steps);
+        let group = |scheduled, in_flight, steps: &[u32], low, high| Repeat {
+            scheduled,
+            in_flight,
+            steps: steps.to_vec(),
+            low,
+            high,
+        };
+        assert_eq!(
+            r,
+            vec![
+                group(Some(100.0), None, &[1, 3], 0.003, 0.005),
+                group(Some(300.0), None, &[2, 5], 0.002, 0.004),
+                group(None, Some(4), &[8, 9], 0.010, 0.012),
+            ]
+        );
+        assert!((r[0].spread() - 2.0 / 3.0).abs() < 1e-12);
+        // One step per load: nothing repeated.
+        assert!(repeats(&steps[..2]).is_empty());
     }
 
     #[test]
