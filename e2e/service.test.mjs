@@ -157,7 +157,7 @@ test('llm serving: a load test of an OpenAI-compatible server, picked, sizes wit
   await page.selectOption('#f-run', run);
   // The engine's own fields give way to the fitted figures, which the hint states.
   await page.locator('#f-fixed_ms').waitFor({ state: 'detached' });
-  assert.match(await page.locator('[data-out=run-hint]').innerText(), /^Fitted when the run was stored: .* fixed, .* per sequence, prompts read at [\d,]+ tokens\/s; /);
+  assert.match(await page.locator('[data-out=run-hint]').innerText(), /^Fitted when the run was stored: .* fixed, .* per sequence, prompts read at [\d,]+ tokens\/s, with \d+ slots \((as the server reported them|as the agent was told \(--slots\)|assumed: the server did not report its own); the plan batches as many as the field below allows\); /);
   const source = page.locator('[data-out=engine-source]');
   await source.waitFor();
   assert.match(await source.innerText(), new RegExp(`^Engine fitted on run ${run.slice(0, 8)} of mock-llm at http://127\\.0\\.0\\.1:\\d+; `));

@@ -207,7 +207,7 @@ impl EndpointArgs {
         );
         anyhow::ensure!((1..=1_000_000).contains(&self.max_tokens), "--max-tokens must be 1 to 1000000");
         if let Some(slots) = self.slots {
-            let most = model::plan::llm::batching::MAX_SLOTS;
+            let most = model::plan::llm::fit::MAX_FITTED_SLOTS;
             anyhow::ensure!(
                 protocol.is_llm(),
                 "--slots is for openai-chat and openai-completions: {} has no slots",

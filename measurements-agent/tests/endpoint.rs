@@ -592,7 +592,7 @@ fn bad_targets_and_arguments_are_named_and_failures_are_counted() {
         spool.path(),
     );
     assert!(!out.status.success());
-    assert!(text(&out).contains("--slots must be 1 to 100000"), "{}", text(&out));
+    assert!(text(&out).contains("--slots must be 1 to 4096"), "{}", text(&out));
     let trace = dir.path().join("trace.csv");
     std::fs::write(&trace, "offset_s\n0.0\n-0.5\n").unwrap();
     let arrivals = format!("trace:{}", trace.display());

@@ -61,12 +61,12 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
         c.input_tokens,
         c.output_tokens,
         match check.slots_from {
-            SlotsFrom::Server => format!("{} slots, as the server reported them (llama.cpp's /props).", e.slots),
-            SlotsFrom::Stated => format!("{} slots, as the agent was told (--slots).", e.slots),
             SlotsFrom::Assumed => format!(
-                "{} slots assumed: the server did not report its own (the OpenAI API has no field for them); give them to the agent with --slots N.",
-                e.slots
+                "{} slots, {} (the OpenAI API has no field for them): give them to the agent with --slots N.",
+                e.slots,
+                check.slots_from.words()
             ),
+            from => format!("{} slots, {}.", e.slots, from.words()),
         },
     );
     let counted = check.predictions.iter().filter(|p| p.counted).count();

@@ -32,7 +32,7 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// The most sequences the page lets an engine batch: engines batch a few hundred (vLLM's
 /// default is 256), and the model's cost grows with the slots, on the server's render too.
-const PAGE_SLOTS: u32 = 4096;
+const PAGE_SLOTS: u32 = model::plan::llm::fit::MAX_FITTED_SLOTS;
 
 macro_rules! field {
     ($key:literal, $label:literal, $unit:literal, $default:literal, $rule:expr) => {
@@ -540,10 +540,12 @@ fn LlmRunPicker(form: Form, runs: Vec<LlmRunView>, runs_error: Option<String>) -
             Some(r) => {
                 let e = r.check.calibration.engine;
                 format!(
-                    "Fitted when the run was stored: {} fixed, {} per sequence, prompts read at {} tokens/s; {}.",
+                    "Fitted when the run was stored: {} fixed, {} per sequence, prompts read at {} tokens/s, with {} slots ({}; the plan batches as many as the field below allows); {}.",
                     seconds(e.fixed.0),
                     seconds(e.per_sequence.0),
                     grouped(1.0 / e.per_prompt_token.0.max(1e-12)),
+                    e.slots,
+                    r.check.slots_from.words(),
                     r.error_words()
                 )
             }

@@ -239,7 +239,7 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
     let band = |step: u32| bands.iter().find(|b| b.step == step).copied();
     let side = |p: &endpoint::Prediction| Some(band(p.step)?.side(p.measured_p99?));
     let judged: Vec<&str> = check.predictions.iter().filter(|p| p.counted).filter_map(side).collect();
-    let repeats = endpoint::repeats(&steps);
+    let repeats = endpoint::repeats(&steps, &c);
     let outside = judged.iter().filter(|&&s| s != "inside").count();
     let noise = match (judged.len(), outside) {
         (0, _) => None,
@@ -262,7 +262,8 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
             .map(|g| {
                 let load = match (g.in_flight, g.scheduled) {
                     (Some(n), _) => format!("{n} in flight"),
-                    (None, Some(rate)) => format!("{rate}/s"),
+                    (None, Some(rate)) if rate.fract() == 0.0 && rate < 1e9 => format!("{rate:.0}/s"),
+                    (None, Some(rate)) => format!("{rate:.2}/s"),
                     (None, None) => "one load".into(),
                 };
                 format!(
@@ -275,7 +276,7 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
             })
             .collect();
         format!(
-            "Steps repeated at one load show how far the server itself moved between steps, which no band holds: its P99 ranged {}. A model error smaller than that spread is within what this server does from one step to the next.",
+            "Steps repeated at one load show how far the P99 moved from one step to the next, chance and the server's own drift together: it ranged {}. A model error smaller than that spread is within what this server's steps do from one to the next.",
             loads.join("; ")
         )
     });

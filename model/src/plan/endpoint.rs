@@ -390,10 +390,10 @@ pub fn bands(steps: &[Step]) -> Vec<Band> {
         .collect()
 }
 
-/// Steps run at the same load: how far the server's p99 moved between them. A step's
-/// [`noise`] band holds only the chance of a step of its length; a server also drifts between
-/// steps (other work on the node, caches, its own housekeeping), and only a load measured more
-/// than once shows by how much.
+/// Steps run at the same load: how far their p99 moved from one to the next, chance and the
+/// server's own drift together. A step's [`noise`] band holds only the chance of a step of its
+/// length; a server also drifts between steps (other work on the node, caches, its own
+/// housekeeping), and only a load measured more than once shows by how much.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repeat {
     /// The load: the scheduled rate (open loop) or the requests in flight (closed loop).
@@ -413,12 +413,18 @@ impl Repeat {
     }
 }
 
-/// The loads of a run measured by two or more trusted, unsaturated steps with a p99, in order
-/// of load (`--rates 100,300,100,300`, or a sweep that tried a rate once more). Steps are of
-/// one load when they were scheduled at the same rate or kept as many requests in flight.
-pub fn repeats(steps: &[Step]) -> Vec<Repeat> {
+/// The loads of a run measured by two or more steps (`--rates 100,300,100,300`), in order of
+/// load, counting only steps whose p99 the model check would judge: trusted, unsaturated, at
+/// most 1 % errors, and open-loop ones below [`COUNTED_BELOW_UTILIZATION`] of `calibration`
+/// (near capacity chance alone moves a p99 far). Steps are of one load when they were
+/// scheduled at the same rate or kept as many requests in flight.
+pub fn repeats(steps: &[Step], calibration: &Calibration) -> Vec<Repeat> {
+    let below = |s: &Step| {
+        s.in_flight.is_some()
+            || s.offered * calibration.service_mean / f64::from(calibration.concurrency) < COUNTED_BELOW_UTILIZATION
+    };
     let mut groups: Vec<Repeat> = Vec::new();
-    for s in steps.iter().filter(|s| s.trusted() && !s.saturated) {
+    for s in steps.iter().filter(|s| s.trusted() && !s.saturated && s.error_rate <= 0.01 && below(s)) {
         let Some(p99) = s.p99.filter(|p| *p > 0.0 && p.is_finite()) else { continue };
         if s.scheduled.is_none() && s.in_flight.is_none() {
             continue;
@@ -502,8 +508,9 @@ mod tests {
             at(1, 100.0, 0.003),
             at(2, 300.0, 0.004),
             at(3, 100.0, 0.005),
-            // Neither an untrusted nor a saturated step is the server's drift.
+            // Neither an untrusted, a saturated nor a failing step is the server's drift.
             Step { client_limited: true, ..at(4, 100.0, 0.050) },
+            Step { error_rate: 0.02, ..at(11, 100.0, 0.060) },
             at(5, 300.0, 0.002),
             Step { saturated: true, ..at(6, 300.0, 0.090) },
             at(7, 500.0, 0.006),
@@ -511,7 +518,8 @@ mod tests {
             closed(9, 4, 0.012),
             closed(10, 8, 0.020),
         ];
-        let r = repeats(&steps);
+        let calibration = calibrate(&steps).unwrap();
+        let r = repeats(&steps, &calibration);
         let group = |scheduled, in_flight, steps: &[u32], low, high| Repeat {
             scheduled,
             in_flight,
@@ -529,7 +537,10 @@ mod tests {
         );
         assert!((r[0].spread() - 2.0 / 3.0).abs() < 1e-12);
         // One step per load: nothing repeated.
-        assert!(repeats(&steps[..2]).is_empty());
+        assert!(repeats(&steps[..2], &calibration).is_empty());
+        // Nor are steps near the calibrated capacity, where chance alone moves a p99 far.
+        let near = 0.9 * f64::from(calibration.concurrency) / calibration.service_mean;
+        assert!(repeats(&[at(1, near, 0.003), at(2, near, 0.004)], &calibration).is_empty());
     }
 
     #[test]

@@ -235,7 +235,7 @@ impl Benchmark for EndpointSuite {
             match target.slots {
                 Some((n, SlotsFrom::Server)) => format!(", {n} slots as the server reports"),
                 Some((n, _)) => format!(", {n} slots as stated"),
-                None if config.protocol.is_llm() => ", slots not reported (--slots N states them)".into(),
+                None if config.protocol.is_llm() => ", slots unknown (--slots N states them)".into(),
                 None => String::new(),
             },
         );

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use bytes::Bytes;
-use model::plan::llm::batching::MAX_SLOTS;
-use model::plan::llm::fit::SlotsFrom;
+use model::plan::llm::fit::{MAX_FITTED_SLOTS, SlotsFrom};
 use serde_json::{Value, json};
 
 use super::http1::Wire;
@@ -597,10 +596,13 @@ pub async fn prepare(
             prepared.slots = options.slots.map(|n| (n, SlotsFrom::Stated));
             // llama.cpp's server says how many sequences it decodes at once, and its build; other
             // servers answer 404 (or anything), which leaves the slots unknown, not the run failed.
-            if let Ok(props) = client.get_json(&format!("{base}/props")).await {
+            // A few seconds at most: the load test is what the user asked for.
+            let props = tokio::time::timeout(Duration::from_secs(5), client.get_json(&format!("{base}/props"))).await;
+            if let Ok(Ok(props)) = props {
                 let reported = props.get("total_slots").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
                 if prepared.slots.is_none() {
-                    prepared.slots = reported.filter(|n| (1..=MAX_SLOTS).contains(n)).map(|n| (n, SlotsFrom::Server));
+                    prepared.slots =
+                        reported.filter(|n| (1..=MAX_FITTED_SLOTS).contains(n)).map(|n| (n, SlotsFrom::Server));
                 }
                 if let Some(build) = props.get("build_info").and_then(Value::as_str).filter(|_| reported.is_some()) {
                     prepared.server = Some(format!("llama.cpp {build}"));

@@ -385,11 +385,7 @@ fn gap_points(
 /// the other side of the jump is off by tens of per cent while its rank is off by a fraction of
 /// one. `Ok(None)` where the engine cannot keep up.
 pub fn itl_share_at_most(engine: &Engine, load: &Load, gap: f64) -> Result<Option<f64>, ModelError> {
-    engine.validate()?;
-    load.validate()?;
-    let Some(st) = steady(engine, load) else { return Ok(None) };
-    let mut prompts = Prompts { load, known: Default::default() };
-    Ok(share_at_most(&gap_points(engine, load, &st, &states(&st), &mut prompts), gap))
+    Ok(predict_ranked(engine, load, Some(gap))?.and_then(|(_, rank)| rank))
 }
 
 /// The share of weighted `gaps` at or below `gap`.

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::batching::{Engine, Load, MAX_SLOTS, predict, predict_ranked};
+use super::batching::{Engine, Load, predict, predict_ranked};
 use crate::plan::endpoint::{self, COUNTED_BELOW_UTILIZATION};
 use crate::units::Seconds;
 use crate::wire::run::{Measurement, MeasurementStatus, Stats, Suite};
@@ -82,6 +82,11 @@ pub fn steps(measurements: &[Measurement]) -> Vec<LlmStep> {
 /// and vLLM's default `max_num_seqs` is 256. They matter only once they fill.
 pub const ASSUMED_SLOTS: u32 = 256;
 
+/// The most slots a fit (and the LLM page's plan) is made with. The model's cost grows with the
+/// slots (its steady state sums a term per slot, for each of up to [`MAX_LLM_STEPS`] steps), a
+/// fit runs at every upload of an LLM run, and engines batch a few hundred.
+pub const MAX_FITTED_SLOTS: u32 = 4096;
+
 /// Where a run's slots came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -96,6 +101,15 @@ pub enum SlotsFrom {
 }
 
 impl SlotsFrom {
+    /// Where the slots came from, as a page says it after "4 slots, ".
+    pub fn words(self) -> &'static str {
+        match self {
+            SlotsFrom::Assumed => "assumed: the server did not report its own",
+            SlotsFrom::Server => "as the server reported them",
+            SlotsFrom::Stated => "as the agent was told (--slots)",
+        }
+    }
+
     /// The `slots_from` parameter the agent records.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -108,13 +122,16 @@ impl SlotsFrom {
 
 /// The slots the server of an endpoint run decodes at once, as the agent recorded them (the
 /// `slots` and `slots_from` parameters), else [`ASSUMED_SLOTS`]. An agent token may upload
-/// anything: a count that is not a whole number from 1 to [`MAX_SLOTS`] is not taken.
+/// anything: a count that is not a whole number from 1 to [`MAX_FITTED_SLOTS`] is not taken.
 pub fn slots(measurements: &[Measurement]) -> (u32, SlotsFrom) {
     let Some(first) = measurements.iter().find(|m| m.suite == Suite::Endpoint) else {
         return (ASSUMED_SLOTS, SlotsFrom::Assumed);
     };
-    let count =
-        first.parameters.get("slots").and_then(|s| s.parse::<u32>().ok()).filter(|n| (1..=MAX_SLOTS).contains(n));
+    let count = first
+        .parameters
+        .get("slots")
+        .and_then(|s| s.parse::<u32>().ok())
+        .filter(|n| (1..=MAX_FITTED_SLOTS).contains(n));
     let recorded = first.parameters.get("slots_from").map(String::as_str);
     let from = [SlotsFrom::Server, SlotsFrom::Stated]
         .into_iter()
@@ -463,7 +480,7 @@ mod tests {
         // A count with no source, a source with no count, and counts that are not slots.
         assert_eq!(with(&[("slots", "4")]), assumed);
         assert_eq!(with(&[("slots_from", "server")]), assumed);
-        for bad in ["0", "-3", "4.5", "NaN", "100001", "</td><script>"] {
+        for bad in ["0", "-3", "4.5", "NaN", "4097", "100001", "</td><script>"] {
             assert_eq!(with(&[("slots", bad), ("slots_from", "server")]), assumed, "{bad}");
         }
         assert_eq!(with(&[("slots", "4"), ("slots_from", "guessed")]), assumed);
