@@ -4,18 +4,22 @@
 //! moves from sampling alone (the run simulated with the fitted engine, 200 times).
 //!
 //! `measurements-agent run endpoint --protocol openai-completions … --json > run.json;
-//! cargo run -p model --example llm_check -- run.json SLOTS`
+//! cargo run -p model --example llm_check -- run.json [SLOTS]`: the slots the agent recorded
+//! with the run (the server's, or `--slots`) unless SLOTS is given, else 256 assumed.
 
 use model::RunUpload;
-use model::plan::llm::fit::{check, steps};
+use model::plan::llm::fit::{check, slots, steps};
 use model::plan::llm::simulate::sampling;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let path = args.next().expect("usage: llm_check RUN.json SLOTS");
-    let slots: u32 = args.next().and_then(|s| s.parse().ok()).expect("usage: llm_check RUN.json SLOTS");
+    let path = args.next().expect("usage: llm_check RUN.json [SLOTS]");
+    let given: Option<u32> = args.next().map(|s| s.parse().expect("SLOTS is a whole number"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
     let run: RunUpload = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not a run: {e}"));
+    let (recorded, from) = slots(&run.measurements);
+    let slots = given.unwrap_or(recorded);
+    eprintln!("{slots} slots, {}", if given.is_some() { "as given" } else { from.words() });
     let steps = steps(&run.measurements);
     let Some(check) = check(&steps, slots) else {
         eprintln!("no trusted LLM step with a successful request: nothing to fit");
