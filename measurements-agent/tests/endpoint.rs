@@ -432,9 +432,20 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
     let table = page.split("endpoint-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
     assert_eq!(table.matches("<tr").count(), 1 + 4, "a header row and a row per step: {table}");
     assert!(page.contains("data-out=\"model-error\""));
-    // 25/s ran twice: how far the server's P99 moved between those steps, which no band holds.
+    // 25/s ran twice: how far the P99 moved between those steps, chance and drift together. A
+    // step the client could not keep to its schedule (on a busy machine) is not judged, and
+    // then nothing is repeated.
     let drift = page.split("data-out=\"model-drift\">").nth(1).and_then(|t| t.split("</p>").next()).unwrap_or("");
-    assert!(drift.contains("over 2 steps at 25/s (+"), "{page}");
+    let trusted_at_25 = stored
+        .measurements
+        .iter()
+        .filter(|m| m.case == "endpoint_latency" && param(m, "rate") == "25" && param(m, "client_limited") == "false")
+        .count();
+    if trusted_at_25 == 2 {
+        assert!(drift.contains("over 2 steps at 25/s (+"), "{page}");
+    } else {
+        assert!(!page.contains("data-out=\"model-drift\""), "one trusted step at 25/s repeats nothing: {page}");
+    }
     // Each step's P99 beside where chance alone would put it were the service the model's queue,
     // simulated by the server for this page.
     assert!(table.contains("P99 by chance"), "{table}");
