@@ -260,11 +260,10 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
         let loads: Vec<String> = repeats
             .iter()
             .map(|g| {
-                let load = match (g.in_flight, g.scheduled) {
-                    (Some(n), _) => format!("{n} in flight"),
-                    (None, Some(rate)) if rate.fract() == 0.0 && rate < 1e9 => format!("{rate:.0}/s"),
-                    (None, Some(rate)) => format!("{rate:.2}/s"),
-                    (None, None) => "one load".into(),
+                let load = match g.load {
+                    endpoint::RepeatedLoad::InFlight(n) => format!("{n} in flight"),
+                    endpoint::RepeatedLoad::Rate(rate) if rate.fract() == 0.0 && rate < 1e9 => format!("{rate:.0}/s"),
+                    endpoint::RepeatedLoad::Rate(rate) => format!("{rate:.2}/s"),
                 };
                 format!(
                     "{}–{} over {} steps at {load} (+{:.0} %)",

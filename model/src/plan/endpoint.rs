@@ -396,14 +396,20 @@ pub fn bands(steps: &[Step]) -> Vec<Band> {
 /// housekeeping), and only a load measured more than once shows by how much.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repeat {
-    /// The load: the scheduled rate (open loop) or the requests in flight (closed loop).
-    pub scheduled: Option<f64>,
-    pub in_flight: Option<u32>,
+    pub load: RepeatedLoad,
     /// The steps, in order.
     pub steps: Vec<u32>,
     /// Their lowest and highest p99, seconds.
     pub low: f64,
     pub high: f64,
+}
+
+/// The load of a [`Repeat`]: open-loop steps' scheduled rate, or closed-loop steps' requests in
+/// flight (closed loops sort after open ones).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RepeatedLoad {
+    Rate(f64),
+    InFlight(u32),
 }
 
 impl Repeat {
@@ -426,27 +432,28 @@ pub fn repeats(steps: &[Step], calibration: &Calibration) -> Vec<Repeat> {
     let mut groups: Vec<Repeat> = Vec::new();
     for s in steps.iter().filter(|s| s.trusted() && !s.saturated && s.error_rate <= 0.01 && below(s)) {
         let Some(p99) = s.p99.filter(|p| *p > 0.0 && p.is_finite()) else { continue };
-        if s.scheduled.is_none() && s.in_flight.is_none() {
-            continue;
-        }
-        match groups.iter_mut().find(|g| g.scheduled == s.scheduled && g.in_flight == s.in_flight) {
+        let load = match (s.in_flight, s.scheduled) {
+            (Some(n), _) => RepeatedLoad::InFlight(n),
+            (None, Some(rate)) => RepeatedLoad::Rate(rate),
+            (None, None) => continue,
+        };
+        match groups.iter_mut().find(|g| g.load == load) {
             Some(g) => {
                 g.steps.push(s.step);
                 g.low = g.low.min(p99);
                 g.high = g.high.max(p99);
             }
-            None => groups.push(Repeat {
-                scheduled: s.scheduled,
-                in_flight: s.in_flight,
-                steps: vec![s.step],
-                low: p99,
-                high: p99,
-            }),
+            None => groups.push(Repeat { load, steps: vec![s.step], low: p99, high: p99 }),
         }
     }
     groups.retain(|g| g.steps.len() >= 2);
     groups.sort_by(|a, b| {
-        a.in_flight.cmp(&b.in_flight).then(a.scheduled.unwrap_or(0.0).total_cmp(&b.scheduled.unwrap_or(0.0)))
+        let key = |g: &Repeat| match g.load {
+            RepeatedLoad::Rate(rate) => (0, rate),
+            RepeatedLoad::InFlight(n) => (1, f64::from(n)),
+        };
+        let (a, b) = (key(a), key(b));
+        a.0.cmp(&b.0).then(a.1.total_cmp(&b.1))
     });
     groups
 }
@@ -520,19 +527,13 @@ mod tests {
         ];
         let calibration = calibrate(&steps).unwrap();
         let r = repeats(&steps, &calibration);
-        let group = |scheduled, in_flight, steps: &[u32], low, high| Repeat {
-            scheduled,
-            in_flight,
-            steps: steps.to_vec(),
-            low,
-            high,
-        };
+        let group = |load, steps: &[u32], low, high| Repeat { load, steps: steps.to_vec(), low, high };
         assert_eq!(
             r,
             vec![
-                group(Some(100.0), None, &[1, 3], 0.003, 0.005),
-                group(Some(300.0), None, &[2, 5], 0.002, 0.004),
-                group(None, Some(4), &[8, 9], 0.010, 0.012),
+                group(RepeatedLoad::Rate(100.0), &[1, 3], 0.003, 0.005),
+                group(RepeatedLoad::Rate(300.0), &[2, 5], 0.002, 0.004),
+                group(RepeatedLoad::InFlight(4), &[8, 9], 0.010, 0.012),
             ]
         );
         assert!((r[0].spread() - 2.0 / 3.0).abs() < 1e-12);
