@@ -234,7 +234,11 @@ impl Benchmark for EndpointSuite {
             if target.binary_header.is_some() { ", binary tensors" } else { "" },
             match target.slots {
                 Some((n, SlotsFrom::Server)) => format!(", {n} slots as the server reports"),
-                Some((n, _)) => format!(", {n} slots as stated"),
+                Some((n, _)) => match target.server_slots {
+                    Some(reported) =>
+                        format!(", {n} slots as stated (the server reports {reported}; the stated count is used)"),
+                    None => format!(", {n} slots as stated"),
+                },
                 None if config.protocol.is_llm() => ", slots unknown (--slots N states them)".into(),
                 None => String::new(),
             },
@@ -359,8 +363,43 @@ impl Benchmark for EndpointSuite {
                 steps.push(step);
             }
         }
+        let open_loop = config.concurrency.is_empty() && !matches!(config.arrivals, Arrivals::Trace(_));
+        if open_loop
+            && !config.protocol.is_llm()
+            && let Some(warning) = unsaturated(&steps, config.sweep)
+        {
+            progress.line(&warning);
+        }
         Ok(steps.iter().enumerate().flat_map(|(i, step)| step.measurements(i + 1, &base)).collect())
     }
+}
+
+/// What to say after an open-loop run in which no trusted step saturated the service: the
+/// concurrency fitted from it is only a lower bound (the run page says so too, but a user who
+/// ran the agent by hand should learn it here). `None` where a step saturated, or none ran.
+fn unsaturated(steps: &[Step], sweep: bool) -> Option<String> {
+    if steps.is_empty() || steps.iter().any(|s| s.saturated && !s.client_limited) {
+        return None;
+    }
+    let why = match steps.iter().position(|s| s.client_limited) {
+        Some(i) if sweep => format!(
+            "the sweep stopped at step {}, where the client fell behind its schedule, before the service saturated",
+            i + 1
+        ),
+        _ if sweep => "the sweep ran out of steps before the service saturated".to_string(),
+        _ => {
+            let top = steps.iter().map(|s| s.rate).fold(0.0, f64::max);
+            format!("no step saturated the service (the highest rate was {top:.1}/s)")
+        }
+    };
+    let fix = if sweep {
+        "run the agent from a node with more cores, or raise --max-in-flight if steps waited for it"
+    } else {
+        "add higher rates, or use --sweep"
+    };
+    Some(format!(
+        "  note: {why}, so the concurrency fitted from this run is only a lower bound and its predicted P99s upper bounds: {fix}"
+    ))
 }
 
 /// Three requests to warm the connection, then up to ten one at a time; the median time of
@@ -900,6 +939,28 @@ mod tests {
         assert!(!ms.iter().any(|m| m.case == "endpoint_send_lag" || m.case == "endpoint_capped"));
         let steps = model::plan::endpoint::steps(&ms);
         assert_eq!(steps[0].in_flight, Some(16), "the model reads it back as closed");
+    }
+
+    #[test]
+    fn a_run_that_never_saturated_says_its_concurrency_is_a_lower_bound() {
+        let step = |rate: f64, saturated: bool, client_limited: bool| {
+            let outcomes = (0..50).map(|i| outcome(f64::from(i) / rate, 0.002, Ok(None))).collect();
+            let ran = load::Ran { outcomes, cpu: 0.01 };
+            let mut step =
+                Step::summarise(rate, (0.0, 50.0 / rate), &ran, &Slo::default(), false, Duration::from_millis(10));
+            (step.saturated, step.client_limited) = (saturated, client_limited);
+            step
+        };
+        assert_eq!(unsaturated(&[], false), None, "nothing ran");
+        let rates = [step(100.0, false, false), step(300.0, false, false)];
+        let said = unsaturated(&rates, false).unwrap();
+        assert!(said.contains("highest rate was 300.0/s") && said.contains("add higher rates"), "{said}");
+        assert_eq!(unsaturated(&[step(100.0, false, false), step(900.0, true, false)], false), None);
+        // A saturated step the client could not keep up with is no measurement of saturation.
+        let behind = [step(100.0, false, false), step(200.0, true, true)];
+        let said = unsaturated(&behind, true).unwrap();
+        assert!(said.contains("stopped at step 2, where the client fell behind"), "{said}");
+        assert!(unsaturated(&rates, true).unwrap().contains("ran out of steps"));
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub struct Prepared {
     pub server: Option<String>,
     /// The most sequences an LLM server decodes at once, and who said so (openai-*).
     pub slots: Option<(u32, SlotsFrom)>,
+    /// What llama.cpp's `/props` reported where `--slots` stated otherwise: said, not used.
+    pub server_slots: Option<u32>,
     /// The connection requests go over (kserve-v2-grpc).
     pub channel: Option<tonic::transport::Channel>,
     /// `url` parsed, once: parsing it per request cost more than a trivial server's answer.
@@ -126,6 +128,7 @@ impl Prepared {
             model_version: self.model_version.clone(),
             server: self.server.clone(),
             slots: self.slots,
+            server_slots: self.server_slots,
             channel,
             parsed: std::sync::OnceLock::new(),
             wire: tokio::sync::OnceCell::new(),
@@ -504,6 +507,7 @@ pub async fn prepare(
         model_version: options.model_version.clone(),
         server: None,
         slots: None,
+        server_slots: None,
         channel: None,
         parsed: std::sync::OnceLock::new(),
         wire: tokio::sync::OnceCell::new(),
@@ -600,9 +604,12 @@ pub async fn prepare(
             let props = tokio::time::timeout(Duration::from_secs(5), client.get_json(&format!("{base}/props"))).await;
             if let Ok(Ok(props)) = props {
                 let reported = props.get("total_slots").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
-                if prepared.slots.is_none() {
-                    prepared.slots =
-                        reported.filter(|n| (1..=MAX_FITTED_SLOTS).contains(n)).map(|n| (n, SlotsFrom::Server));
+                match prepared.slots {
+                    None => {
+                        prepared.slots =
+                            reported.filter(|n| (1..=MAX_FITTED_SLOTS).contains(n)).map(|n| (n, SlotsFrom::Server))
+                    }
+                    Some((stated, _)) => prepared.server_slots = reported.filter(|&n| n != stated),
                 }
                 if let Some(build) = props.get("build_info").and_then(Value::as_str).filter(|_| reported.is_some()) {
                     prepared.server = Some(format!("llama.cpp {build}"));
@@ -714,6 +721,7 @@ mod tests {
             model_version: None,
             server: None,
             slots: None,
+            server_slots: None,
             channel: None,
             parsed: std::sync::OnceLock::new(),
             wire: tokio::sync::OnceCell::new(),
