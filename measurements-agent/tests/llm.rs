@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use common::text;
-use model::RunUpload;
 use model::plan::llm::Engine;
 use model::plan::llm::fit::{check, steps};
 use model::plan::llm::memory::{LlmMemoryInput, LlmShape, fit};
 use model::plan::llm::simulate::sampling;
 use model::plan::memory::Precision;
 use model::units::{Bytes, Seconds};
+use model::{RunUpload, Suite};
 
 /// A stored latency histogram (HdrHistogram's V2 compressed encoding, base64), decoded.
 fn histogram(encoded: &str) -> hdrhistogram::Histogram<u64> {
@@ -205,6 +205,25 @@ fn the_kv_cache_the_memory_model_predicts_is_the_one_llama_cpp_allocates_and_hol
     let (status, body) = complete(&server.url, &too_long, 8);
     assert_eq!(status, 400, "{body}");
     assert!(body.to_string().contains("context"), "{body}");
+
+    // Slots stated with --slots win, and a server that reports others is named beside them.
+    let spool = tempfile::tempdir().unwrap();
+    let stated = SLOTS * 4;
+    let out = Command::cargo_bin("measurements-agent")
+        .unwrap()
+        .args(["run", "endpoint", "--target", &server.url, "--protocol", "openai-completions"])
+        .args(["--rates", "2", "--duration", "1s", "--warmup", "500ms", "--max-tokens", "4", "--json"])
+        .args(["--slots", &stated.to_string(), "--spool"])
+        .arg(spool.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let said = format!("{stated} slots as stated (the server reports {SLOTS}; the stated count is used)");
+    assert!(text(&out).contains(&said), "{}", text(&out));
+    let run: RunUpload = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let parameters = &run.measurements.iter().find(|m| m.suite == Suite::Endpoint).unwrap().parameters;
+    assert_eq!(parameters.get("slots"), Some(&stated.to_string()), "{parameters:?}");
+    assert_eq!(parameters.get("slots_from").map(String::as_str), Some("stated"), "{parameters:?}");
 }
 
 #[test]
@@ -433,17 +452,31 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
         assert!(page.contains(&format!("data-chart=\"{chart}\"")), "{chart}");
     }
     // The LLM page offers the run and, picked, sizes with the engine fitted when it was stored,
-    // saying how far the model was off in it.
-    let page = reqwest::blocking::Client::new()
-        .get(format!("{}/llm?run={run_id}", headroom.url))
-        .bearer_auth(&viewer)
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    // saying how far the model was off in it: for a workload like the load test's (the page's
+    // default of 1 000-token prompts takes this tiny CPU engine 0.3-0.4 s each, and a slow VM's
+    // fit then misses the default TTFT SLO of 1 s with one request alone).
+    let llm_page = |query: &str| {
+        reqwest::blocking::Client::new()
+            .get(format!("{}/llm?run={run_id}{query}", headroom.url))
+            .bearer_auth(&viewer)
+            .send()
+            .unwrap()
+            .text()
+            .unwrap()
+    };
+    let page = llm_page("&input=60&output=32");
     assert!(page.contains(&format!("value=\"{run_id}\"")), "the picker offers the run: {page}");
     let source = page.split("data-out=\"engine-source\"").nth(1).expect("the engine's source is shown");
     assert!(source.contains(&format!("Engine fitted on run {}", &run_id[..8])), "{source}");
     assert!(source.contains("TTFT p99 was off by"), "{source}");
+    // An SLO the engine misses with one request alone says what that request takes, and on
+    // whose engine.
+    let page = llm_page("&input=60&output=32&ttft_ms=1");
+    let problems = page.split("class=\"card problems\"").nth(1).expect("the SLO is refused");
+    assert!(
+        problems.contains("TTFT SLO (p99): no number of replicas meets it: one request alone has a TTFT p99 of"),
+        "{problems}"
+    );
+    assert!(problems.contains(&format!("on this engine (fitted on run {})", &run_id[..8])), "{problems}");
     runtime.block_on(headroom.stop());
 }

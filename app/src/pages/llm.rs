@@ -296,7 +296,11 @@ pub fn plan_with(form: &Form, runs: &[LlmRunView]) -> Result<LlmPlan, Vec<String
         itl_p99_slo: i.itl_slo,
         replica_hourly: UsdPerHour(i.gpu_price * f64::from(tp)),
     };
-    let sizing = size(&sizing_input).map_err(model_error)?;
+    let sizing = size(&sizing_input).map_err(|e| match measured {
+        // "this engine" is the run's, not the figures on the page.
+        Some(run) => vec![format!("{} (fitted on run {})", model_error(e)[0], &run.run_id[..8.min(run.run_id.len())])],
+        None => model_error(e),
+    })?;
     Ok(LlmPlan {
         requests: i.requests,
         rate: i.load.rate,

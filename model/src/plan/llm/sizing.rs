@@ -69,12 +69,21 @@ pub fn size(input: &LlmSizingInput) -> Result<LlmSizing, ModelError> {
     };
     if at(MAX_REPLICAS)?.is_none() {
         let unloaded = predict(&input.engine, &Load { rate: 1e-9, ..input.load })?;
-        let field = match unloaded {
-            Some(l) if input.ttft_p99_slo.is_some_and(|s| l.ttft_p99.0 > s.0) => "ttft_p99_slo_s",
-            Some(l) if input.itl_p99_slo.is_some_and(|s| l.itl_p99.0 > s.0) => "itl_p99_slo_s",
-            _ => "rate_per_s",
+        let alone = |what: &str, p99: f64| {
+            format!(
+                "no number of replicas meets it: one request alone has {what} p99 of {} on this engine",
+                crate::format::seconds(p99)
+            )
         };
-        return Err(FieldError::new(field, "no number of replicas meets it: the engine alone is slower than that"));
+        return Err(match unloaded {
+            Some(l) if input.ttft_p99_slo.is_some_and(|s| l.ttft_p99.0 > s.0) => {
+                FieldError::new("ttft_p99_slo_s", alone("a TTFT", l.ttft_p99.0))
+            }
+            Some(l) if input.itl_p99_slo.is_some_and(|s| l.itl_p99.0 > s.0) => {
+                FieldError::new("itl_p99_slo_s", alone("an ITL", l.itl_p99.0))
+            }
+            _ => FieldError::new("rate_per_s", "no number of replicas meets it: the engine alone is slower than that"),
+        });
     }
     // Fewer replicas than the traffic ÷ one replica's capacity never keep up; from there, double
     // until the SLOs are met, then bisect.
@@ -211,10 +220,18 @@ mod tests {
 
     #[test]
     fn an_slo_below_the_unloaded_latency_names_itself() {
+        // And says what one request alone takes, so that an SLO that can be met is found.
         let tight = LlmSizingInput { ttft_p99_slo: Some(Seconds(0.01)), ..input(5.0) };
-        assert_eq!(size(&tight).unwrap_err().field, "ttft_p99_slo_s");
+        let (error, alone) = (size(&tight).unwrap_err(), predict(&engine(), &Load { rate: 1e-9, ..tight.load }));
+        assert_eq!(error.field, "ttft_p99_slo_s");
+        let alone = alone.unwrap().unwrap();
+        let said =
+            format!("one request alone has a TTFT p99 of {} on this engine", crate::format::seconds(alone.ttft_p99.0));
+        assert!(alone.ttft_p99.0 > 0.01 && error.reason.ends_with(&said), "{}", error.reason);
         let tight = LlmSizingInput { itl_p99_slo: Some(Seconds(0.005)), ..input(5.0) };
-        assert_eq!(size(&tight).unwrap_err().field, "itl_p99_slo_s");
+        let error = size(&tight).unwrap_err();
+        assert_eq!(error.field, "itl_p99_slo_s");
+        assert!(error.reason.contains("one request alone has an ITL p99 of"), "{}", error.reason);
         assert_eq!(size(&input(0.0)).unwrap_err().field, "rate_per_s");
     }
 
