@@ -177,6 +177,10 @@ pub struct RunView {
     /// calibrated queue ([`model::plan::endpoint::bands`], simulated by the server).
     #[serde(default)]
     pub endpoint_bands: Vec<model::plan::endpoint::Band>,
+    /// LLM endpoint: where each counted step's TTFT and ITL p99 would fall by chance were the
+    /// server the fitted engine ([`model::plan::llm::simulate::bands`], simulated by the server).
+    #[serde(default)]
+    pub llm_bands: Vec<model::plan::llm::simulate::LlmBand>,
     /// Regression alerts this run raised or was counted on.
     #[serde(default)]
     pub alerts: Vec<AlertView>,

@@ -448,6 +448,21 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
         .filter(|cell| cell.split('<').next().is_some_and(|c| c.contains(">p")))
         .count();
     assert!(ranked >= 3, "a percentile for each step below capacity: {table}");
+    // And where chance alone would put each counted step's p99s, were the server the fitted
+    // engine: simulated when the run was stored, a band per step and a sentence over them.
+    let chance = page.split("data-out=\"llm-chance\">").nth(1).and_then(|t| t.split("</p>").next()).unwrap_or("");
+    assert!(chance.contains("outside the band it would fall in 90 times in 100"), "{page}");
+    eprintln!("{chance}");
+    for label in ["TTFT p99 by chance", "ITL p99 by chance"] {
+        let sides: Vec<&str> = table
+            .split(&format!("data-label=\"{label}\">"))
+            .skip(1)
+            .filter_map(|cell| cell.split('<').next())
+            .filter(|cell| cell.ends_with(", inside") || cell.ends_with(", above") || cell.ends_with(", below"))
+            .collect();
+        eprintln!("{label}: {sides:?}");
+        assert_eq!(sides.len(), check.predictions.iter().filter(|p| p.counted).count(), "{label}: {table}");
+    }
     for chart in ["ttft-cdf", "itl-cdf", "tokens"] {
         assert!(page.contains(&format!("data-chart=\"{chart}\"")), "{chart}");
     }

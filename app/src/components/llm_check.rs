@@ -4,7 +4,9 @@
 
 use leptos::prelude::*;
 use model::format::seconds;
+use model::plan::endpoint::Band;
 use model::plan::llm::fit::{LlmCheck, LlmStep, SlotsFrom};
+use model::plan::llm::simulate::LlmBand;
 
 use crate::components::charts::{LineChart, Series, line_chart};
 use crate::pages::run::percent;
@@ -42,7 +44,7 @@ fn tokens_chart(steps: &[LlmStep], check: &LlmCheck) -> String {
 
 /// `check` is the fit the server made when it stored the run ([`model::wire::measured::LlmDigest`]).
 #[component]
-pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoView {
+pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>, bands: Vec<LlmBand>) -> impl IntoView {
     let Some(check) = check else {
         return view! { <p class="error" data-out="llm-check">"No engine was fitted on this load test: it is not of an OpenAI-compatible server, or no step had a successful request the client could trust, or its figures did not give finite costs."</p> }.into_any();
     };
@@ -115,6 +117,28 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
             rank(p.itl_rank)
         )
     });
+    // Where each counted step's p99s would fall by chance were the server the fitted engine.
+    let band = |step: u32| bands.iter().find(|b| b.step == step).copied();
+    let outside = |pick: fn(&LlmBand) -> Band, measured: fn(&model::plan::llm::fit::LlmPrediction) -> f64| {
+        let sides: Vec<&str> = check
+            .predictions
+            .iter()
+            .filter(|p| p.counted)
+            .filter_map(|p| Some(pick(&band(p.step)?).side(measured(p))))
+            .collect();
+        (sides.len(), sides.iter().filter(|&&s| s != "inside").count())
+    };
+    let ((judged, ttft_out), (_, itl_out)) =
+        (outside(|b| b.ttft, |p| p.measured_ttft_p99), outside(|b| b.itl, |p| p.measured_itl_p99));
+    let chance = (judged > 0).then(|| {
+        format!(
+            "Of the {judged} steps counted, {ttft_out} have their TTFT p99 and {itl_out} their ITL p99 outside the band it would fall in 90 times in 100 were the server the fitted engine, simulated in steps of their rate and size (the columns by chance): inside, an error is no more than a step that long moves by chance; outside, it is the model's, its fit's, or the server's own drift between steps."
+        )
+    });
+    let by_chance = |b: Option<Band>, measured: f64| match b {
+        Some(b) => format!("{}–{}, {}", seconds(b.low), seconds(b.high), b.side(measured)),
+        None => "–".into(),
+    };
     let ttft_svg = cdf(&steps, "Time to first token, CDF per step", |s| s.ttft);
     let itl_svg = cdf(&steps, "Inter-token latency, CDF per step", |s| s.itl);
     let tokens_svg = tokens_chart(&steps, &check);
@@ -125,12 +149,13 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
             <p data-out="llm-engine">{summary}</p>
             <p data-out="llm-error">{error}</p>
             {jump.map(|text| view! { <p data-out="llm-itl-jump">{text}</p> })}
+            {chance.map(|text| view! { <p data-out="llm-chance">{text}</p> })}
             <div class="chart" data-chart="ttft-cdf" inner_html=ttft_svg></div>
             <div class="chart" data-chart="itl-cdf" inner_html=itl_svg></div>
             <div class="chart" data-chart="tokens" inner_html=tokens_svg></div>
             <div tabindex="0" class="table-wrap">
                 <table class="stack llm-steps">
-                    <thead><tr><th>"Step"</th><th>"Offered"</th><th>"TTFT p99 measured"</th><th>"TTFT p99 model"</th><th>"Error"</th><th>"ITL p99 measured"</th><th>"ITL p99 model"</th><th>"Error"</th><th>"ITL p99 is the model's"</th><th>"Note"</th></tr></thead>
+                    <thead><tr><th>"Step"</th><th>"Offered"</th><th>"TTFT p99 measured"</th><th>"TTFT p99 model"</th><th>"Error"</th><th>"TTFT p99 by chance"</th><th>"ITL p99 measured"</th><th>"ITL p99 model"</th><th>"Error"</th><th>"ITL p99 is the model's"</th><th>"ITL p99 by chance"</th><th>"Note"</th></tr></thead>
                     <tbody>
                         {check.predictions.iter().map(|p| {
                             let note = if p.step == c.base_step { "calibration step" } else if !p.counted { "not counted" } else { "" };
@@ -141,10 +166,12 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>) -> impl IntoVi
                                     <td data-label="TTFT p99 measured">{seconds(p.measured_ttft_p99)}</td>
                                     <td data-label="TTFT p99 model">{time(p.ttft_p99)}</td>
                                     <td data-label="Error">{percent(p.error_ttft_p99)}</td>
+                                    <td data-label="TTFT p99 by chance">{by_chance(band(p.step).map(|b| b.ttft), p.measured_ttft_p99)}</td>
                                     <td data-label="ITL p99 measured">{seconds(p.measured_itl_p99)}</td>
                                     <td data-label="ITL p99 model">{time(p.itl_p99)}</td>
                                     <td data-label="Error">{percent(p.error_itl_p99)}</td>
                                     <td data-label="ITL p99 is the model's">{rank(p.itl_rank)}</td>
+                                    <td data-label="ITL p99 by chance">{by_chance(band(p.step).map(|b| b.itl), p.measured_itl_p99)}</td>
                                     <td data-label="Note">{note}</td>
                                 </tr>
                             }

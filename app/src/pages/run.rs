@@ -599,7 +599,7 @@ fn Run(view: RunView) -> impl IntoView {
     let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps bands/> });
     let llm_steps = model::plan::llm::fit::steps(&ms);
     let llm_check = (!llm_steps.is_empty())
-        .then(|| view! { <crate::components::llm_check::LlmCheckView steps=llm_steps check=view.llm.clone()/> });
+        .then(|| view! { <crate::components::llm_check::LlmCheckView steps=llm_steps check=view.llm.clone() bands=view.llm_bands.clone()/> });
     let gemm = ms.iter().any(|m| m.case == "gemm_throughput").then(|| view! { <GemmTable ms=ms.clone()/> });
     view! {
         <h1>{format!("Run {} on {}", &id[..8], run.hostname)}</h1>

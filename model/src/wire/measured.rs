@@ -133,8 +133,8 @@ pub fn best_fp32_throughput(measurements: &[Measurement]) -> Option<f64> {
 pub const DIGEST_VERSION: i64 = 2;
 
 /// Suites whose reading changed since [`DIGEST_VERSION`]: the system suite's power (3), the
-/// endpoint suite's noise bands and ITL ranks (3).
-pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 2] = [(Suite::System, 3), (Suite::Endpoint, 3)];
+/// endpoint suite's noise bands and ITL ranks (3), and its LLM steps' TTFT and ITL bands (4).
+pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 2] = [(Suite::System, 3), (Suite::Endpoint, 4)];
 
 /// The reading of `suite`'s runs this build stores.
 pub fn digest_version(suite: Suite) -> i64 {
@@ -216,6 +216,10 @@ pub struct LlmDigest {
     pub protocol: String,
     pub model: Option<String>,
     pub check: LlmCheck,
+    /// Where each counted step's TTFT and ITL p99 would fall by chance were the server the
+    /// fitted engine ([`crate::plan::llm::simulate::bands`]); empty in digests stored before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bands: Vec<crate::plan::llm::simulate::LlmBand>,
 }
 
 /// The fitted engine of an endpoint run of an OpenAI-compatible server, with the slots the
@@ -229,14 +233,16 @@ pub fn llm_digest(measurements: &[Measurement]) -> Option<LlmDigest> {
         return None;
     }
     let (slots, slots_from) = llm_fit::slots(measurements);
-    let mut check = llm_fit::check(&llm_fit::steps(measurements), slots)?;
+    let steps = llm_fit::steps(measurements);
+    let mut check = llm_fit::check(&steps, slots)?;
     check.slots_from = slots_from;
     // Stored as JSON, where a non-finite number does not survive (it is written as null): a
     // fit of hostile figures that is not every number finite is not kept.
     if !check.is_finite() {
         return None;
     }
-    Some(LlmDigest { target: param("target").unwrap_or_default(), protocol, model: param("model"), check })
+    let bands = crate::plan::llm::simulate::bands(&check, &steps);
+    Some(LlmDigest { target: param("target").unwrap_or_default(), protocol, model: param("model"), check, bands })
 }
 
 /// A suite's headline figure: what it is, its unit and its value.

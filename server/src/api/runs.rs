@@ -168,11 +168,14 @@ pub async fn page(store: &Store, caller: &Caller, run_id: &str) -> Result<RunVie
         true => store.run_digest(id, Suite::Endpoint).await?.map(|d| d.digest),
         false => None,
     };
-    let (llm, endpoint_bands) = match endpoint {
-        Some(d) => (d.llm.map(|l| l.check), d.endpoint_bands),
-        None => (None, Vec::new()),
+    let (llm, llm_bands, endpoint_bands) = match endpoint {
+        Some(d) => {
+            let (llm, llm_bands) = d.llm.map_or((None, Vec::new()), |l| (Some(l.check), l.bands));
+            (llm, llm_bands, d.endpoint_bands)
+        }
+        None => (None, Vec::new(), Vec::new()),
     };
     let suites: Vec<&str> = detail.run.suites.iter().map(|s| s.as_str()).collect();
     let alerts = store.run_alerts(&id.to_string(), &suites).await?.iter().map(crate::alerts::view).collect();
-    Ok(RunView { detail, node_runs, trends, llm, endpoint_bands, alerts })
+    Ok(RunView { detail, node_runs, trends, llm, llm_bands, endpoint_bands, alerts })
 }

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use super::batching::{Engine, Load};
 use super::fit::{LlmCheck, LlmStep, check};
-use crate::plan::endpoint::Step;
+use crate::plan::endpoint::{Band, Step};
 use crate::plan::rng::Rng;
 use crate::wire::run::Stats;
 
@@ -214,6 +214,72 @@ pub fn sampling(fitted: &LlmCheck, steps: &[LlmStep], replicates: usize, seed: u
     }
     mape.sort_by(f64::total_cmp);
     Sampling { mape_ttft_p99: mape }
+}
+
+/// Where one step's TTFT and ITL p99 would fall by chance were the server the fitted engine:
+/// the 5th to 95th percentile of those p99s over simulated steps of its rate and size.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LlmBand {
+    pub step: u32,
+    pub ttft: Band,
+    pub itl: Band,
+}
+
+/// The most tokens [`bands`] simulates for one run, all steps, replicates and warm-ups together
+/// (a fraction of a second of one core; it runs once, when the run is stored).
+pub const BANDS_BUDGET: f64 = 5e6;
+
+/// The [`LlmBand`] of every step the check counts (trusted, unsaturated, at most 1 % errors,
+/// below 80 % of capacity), with as many replicates (20 to 100) as [`BANDS_BUDGET`] allows over
+/// those steps' tokens; empty when they are too large for 20 replicates each (then their p99s
+/// rest on so many tokens that chance moves them little). Seeded by step: the same run gets
+/// the same bands.
+///
+/// At a low rate a step's ITL p99 sits where the model's gaps jump from one iteration of a few
+/// sequences to one that also reads another request's prompt (a few gaps in a hundred hold
+/// one): whether a step's p99 lands below or above that jump is mostly chance, and the band
+/// says so where a value error of tens of per cent would not.
+pub fn bands(fitted: &LlmCheck, steps: &[LlmStep]) -> Vec<LlmBand> {
+    let c = &fitted.calibration;
+    let counted: Vec<&LlmStep> = steps
+        .iter()
+        .filter(|s| fitted.predictions.iter().any(|p| p.step == s.step.step && p.counted))
+        .filter(|s| s.requests > 0)
+        .collect();
+    let tokens = c.output_tokens.max(1.0) + 1.0;
+    let per_replicate: f64 = counted.iter().map(|s| (s.requests as f64 * 1.1 + 1.0) * tokens).sum();
+    let replicates = (BANDS_BUDGET / per_replicate.max(1.0)).min(100.0) as usize;
+    if replicates < 20 {
+        return Vec::new();
+    }
+    counted
+        .into_iter()
+        .filter_map(|s| {
+            let mut rng = Rng::seeded(u64::from(s.step.step) << 32 | 0x11);
+            let load = c.load_at(s.step.offered);
+            let requests = s.requests as usize;
+            let (mut ttft, mut itl) = (Vec::with_capacity(replicates), Vec::with_capacity(replicates));
+            for _ in 0..replicates {
+                let sim = simulate(&c.engine, &load, requests + requests / 10 + 1, requests / 10 + 1, &mut rng);
+                if sim.ttft.is_empty() || sim.itl.is_empty() {
+                    continue;
+                }
+                ttft.push(Simulated::quantile(&sim.ttft, 0.99));
+                itl.push(Simulated::quantile(&sim.itl, 0.99));
+            }
+            if ttft.len() < 20 {
+                return None;
+            }
+            ttft.sort_by(f64::total_cmp);
+            itl.sort_by(f64::total_cmp);
+            let band = |values: &[f64]| Band {
+                step: s.step.step,
+                low: Simulated::quantile(values, 0.05),
+                high: Simulated::quantile(values, 0.95),
+            };
+            Some(LlmBand { step: s.step.step, ttft: band(&ttft), itl: band(&itl) })
+        })
+        .collect()
 }
 
 #[cfg(test)]
