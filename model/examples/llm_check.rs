@@ -1,7 +1,8 @@
 //! Prints the continuous-batching model's check against an LLM endpoint run: the engine fitted
 //! on the run, then each step's measured TTFT and ITL p50/p99 beside the model's at the offered
-//! rate, with the p99 errors and their mean over the counted steps, and how far that mean
-//! moves from sampling alone (the run simulated with the fitted engine, 200 times).
+//! rate, with the p99 errors and their mean over the counted steps, where chance alone would put
+//! each counted step's p99s (the bands the run page shows), and how far that mean moves from
+//! sampling alone (the run simulated with the fitted engine, 200 times).
 //!
 //! `measurements-agent run endpoint --protocol openai-completions … --json > run.json;
 //! cargo run -p model --example llm_check -- run.json [SLOTS]`: the slots the agent recorded
@@ -9,7 +10,7 @@
 
 use model::RunUpload;
 use model::plan::llm::fit::{check, slots, steps};
-use model::plan::llm::simulate::sampling;
+use model::plan::llm::simulate::{bands, sampling};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -70,6 +71,22 @@ fn main() {
         pct(check.mape_ttft_p99),
         pct(check.mape_itl_p99)
     );
+    // Where chance alone would put each counted step's p99s, were the server the fitted engine.
+    for b in bands(&check, &steps) {
+        let p = check.predictions.iter().find(|p| p.step == b.step).expect("a band is of a step checked");
+        println!(
+            "step {}: TTFT p99 {:.2} ms, by chance {:.2}–{:.2} ms ({}); ITL p99 {:.2} ms, by chance {:.2}–{:.2} ms ({})",
+            b.step,
+            p.measured_ttft_p99 * 1e3,
+            b.ttft.low * 1e3,
+            b.ttft.high * 1e3,
+            b.ttft.side(p.measured_ttft_p99),
+            p.measured_itl_p99 * 1e3,
+            b.itl.low * 1e3,
+            b.itl.high * 1e3,
+            b.itl.side(p.measured_itl_p99),
+        );
+    }
     // What sampling alone gives a run of these steps when the fitted engine is exactly right.
     let noise = sampling(&check, &steps, 200, 1);
     if let (Some(median), Some(p90), Some(worst)) =
