@@ -275,3 +275,24 @@ fn output(command: &mut Command) -> anyhow::Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The manifests deploy the images `cargo xtask image` tags for this version: a version
+    /// bump that left them behind would deploy the old agent, and an alert could not name the
+    /// upgrade.
+    #[test]
+    fn the_manifests_name_this_versions_images() {
+        let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes");
+        let read = |file: &str| std::fs::read_to_string(deploy.join(file)).unwrap();
+        let tag = env!("CARGO_PKG_VERSION");
+        let kustomization = read("kustomization.yaml");
+        assert_eq!(kustomization.matches(&format!("newTag: \"{tag}\"")).count(), 2, "{kustomization}");
+        for (file, image) in [
+            ("optional/agent-cronjob.yaml", "measurements-agent"),
+            ("optional/server-retention-cronjob.yaml", "headroom-server"),
+        ] {
+            assert!(read(file).contains(&format!("headroom/{image}:{tag}\n")), "{file} does not deploy {image}:{tag}");
+        }
+    }
+}
