@@ -141,6 +141,9 @@ test('run page: the load test beside the model, with how it was calibrated and i
   assert.match(await page.locator('[data-out=model-noise]').innerText(), /(Every one of the [1-3] steps counted has its P99 inside|[1-3] of the [1-3] steps counted have their P99 outside) the band it would fall in 90 times in 100/);
   assert.match(await page.locator('table.endpoint-steps tbody tr').nth(1).innerText(), /ms, (inside|above|below)/);
   assert.equal(await page.locator('[data-chart=endpoint] svg').count(), 1, 'the chart of measurement against model');
+  // Every column in view at 1280 px, none behind a scroll bar.
+  const overflow = await page.locator('table.endpoint-steps').evaluate((t) => t.scrollWidth - t.parentElement.clientWidth);
+  assert.ok(overflow <= 0, `the steps table is ${overflow} px wider than its card at 1280 px`);
   await review(page, 'run-endpoint-1280');
   assert.deepEqual(problems, []);
   await context.close();
