@@ -170,6 +170,9 @@ test('llm serving: a load test of an OpenAI-compatible server, picked, sizes wit
   await page.goto(`${env.base}/runs/${run}`);
   await page.locator('[data-out=llm-engine]').waitFor();
   assert.match(await page.locator('[data-out=llm-engine]').innerText(), /^Fitted from step \d/);
+  const overflow = await page.locator('table.llm-steps').evaluate((t) => t.scrollWidth - t.parentElement.clientWidth);
+  assert.ok(overflow <= 0, `the LLM steps table is ${overflow} px wider than its card at 1280 px`);
+  await review(page, 'run-llm-1280');
   assert.deepEqual(problems, []);
   await context.close();
 });
