@@ -207,6 +207,13 @@ fn kserve_v2_against_mlserver_discovers_the_model_sweeps_to_saturation_and_count
         .map(|s| at(&run, "endpoint_latency", s))
         .find(|m| param(m, "saturated") == "true" || param(m, "client_limited") == "true");
     assert!(gave_out.is_some(), "the sweep goes on until the service (or, on a small node, the client) gives out");
+    // Where it gave out on the client, not the service, the agent says the concurrency fitted
+    // from the run is only a lower bound; where the service saturated, it does not.
+    let service_gave_out = (1..=n)
+        .map(|s| at(&run, "endpoint_latency", s))
+        .any(|m| param(m, "saturated") == "true" && param(m, "client_limited") == "false");
+    let noted = text(&out).contains("note: the sweep stopped at step");
+    assert_eq!(noted, !service_gave_out, "{}", text(&out));
     assert_eq!(param(first, "saturated"), "false");
     // The schedule doubles the rate; what a Poisson schedule offers in a 2 s window varies
     // around it (a standard deviation of √(rate × 2 s) requests), so that is checked loosely.
@@ -408,6 +415,11 @@ fn http_json_against_mlserver_is_uploaded_with_its_histograms() {
         spool.path(),
     );
     assert!(out.status.success(), "{}", text(&out));
+    // MLServer keeps up with 50/s: the agent says no step saturated it (unless one did, on a
+    // busy machine), naming the highest rate.
+    let saturated = text(&out).lines().any(|l| l.contains(" — saturated") && !l.contains("CLIENT-LIMITED"));
+    let noted = text(&out).contains("note: no step saturated the service (the highest rate was 50.0/s)");
+    assert_eq!(noted, !saturated, "{}", text(&out));
     assert_eq!(spooled(spool.path()), 0, "uploaded: {}", text(&out));
     let runs = runtime.block_on(server.runs());
     let run_id = runs[0]["run_id"].as_str().expect("a run id").to_string();

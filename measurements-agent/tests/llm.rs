@@ -451,7 +451,7 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     // And where chance alone would put each counted step's p99s, were the server the fitted
     // engine: simulated when the run was stored, a band per step and a sentence over them.
     let chance = page.split("data-out=\"llm-chance\">").nth(1).and_then(|t| t.split("</p>").next()).unwrap_or("");
-    assert!(chance.contains("outside the band it would fall in 90 times in 100"), "{page}");
+    assert!(chance.contains("outside the band each would fall in 90 times in 100"), "{page}");
     eprintln!("{chance}");
     for label in ["TTFT p99 by chance", "ITL p99 by chance"] {
         let sides: Vec<&str> = table

@@ -120,6 +120,18 @@ fn short_run(engine: &Engine, load: &Load, window: f64) -> Vec<LlmStep> {
         .collect()
 }
 
+/// `engine` as if fitted on a [`short_run`] of `load`.
+fn fitted_on(engine: Engine, load: Load) -> LlmCalibration {
+    LlmCalibration {
+        engine,
+        input_tokens: load.input_tokens,
+        input_cv: load.input_cv,
+        output_tokens: load.output_tokens,
+        base_step: 1,
+        batch_step: Some(4),
+    }
+}
+
 #[test]
 fn a_short_steps_p99_is_noisy_and_the_noise_shrinks_with_longer_steps() {
     let engine =
@@ -129,14 +141,7 @@ fn a_short_steps_p99_is_noisy_and_the_noise_shrinks_with_longer_steps() {
         let steps = short_run(&engine, &load, window);
         // The engine as if fitted on the run: `sampling` needs only its calibration.
         let fitted = LlmCheck {
-            calibration: LlmCalibration {
-                engine,
-                input_tokens: load.input_tokens,
-                input_cv: load.input_cv,
-                output_tokens: load.output_tokens,
-                base_step: 1,
-                batch_step: Some(4),
-            },
+            calibration: fitted_on(engine, load),
             slots_from: Default::default(),
             predictions: Vec::new(),
             mape_ttft_p99: None,
@@ -166,14 +171,7 @@ fn a_steps_bands_hold_its_own_schedulers_p99s_and_a_low_rates_itl_band_spans_the
         Engine { fixed: Seconds(0.0016), per_sequence: Seconds(0.0013), per_prompt_token: Seconds(0.00039), slots: 8 };
     let load = Load { rate: 0.0, input_tokens: 150.0, input_cv: 0.3, output_tokens: 32.0 };
     let steps = short_run(&engine, &load, 30.0);
-    let calibration = LlmCalibration {
-        engine,
-        input_tokens: load.input_tokens,
-        input_cv: load.input_cv,
-        output_tokens: load.output_tokens,
-        base_step: 1,
-        batch_step: Some(4),
-    };
+    let calibration = fitted_on(engine, load);
     let prediction = |s: &LlmStep| LlmPrediction {
         step: s.step.step,
         offered: s.step.offered,
@@ -223,4 +221,16 @@ fn a_steps_bands_hold_its_own_schedulers_p99s_and_a_low_rates_itl_band_spans_the
     // the 99th percentile is a plain gap or one of those is chance, and the band spans both.
     let low = got[0].itl;
     assert!(low.high > 3.0 * low.low, "{low:?}");
+
+    // What an agent token may upload does not hang the server that simulates it when it stores
+    // the run, nor store a figure JSON cannot hold: prompt lengths that vary by 1e-200 (a gamma
+    // shape of 1e400), a rate of 1e-300/s (arrivals so far apart that the simulated clock loses
+    // each request's own time).
+    let hostile = Load { input_cv: 1e-200, ..load };
+    let hostile_fit = LlmCheck { calibration: fitted_on(engine, hostile), ..fitted.clone() };
+    assert_eq!(bands(&hostile_fit, &short_run(&engine, &hostile, 30.0)).len(), 3, "lengths that do not vary");
+    let mut steps = short_run(&engine, &load, 30.0);
+    steps[1].step.offered = 1e-300;
+    let got = bands(&fitted, &steps);
+    assert_eq!(got.iter().map(|b| b.step).collect::<Vec<_>>(), [3, 4], "no band for a rate beyond the clock");
 }

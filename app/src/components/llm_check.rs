@@ -131,8 +131,9 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>, bands: Vec<Llm
     let ((judged, ttft_out), (_, itl_out)) =
         (outside(|b| b.ttft, |p| p.measured_ttft_p99), outside(|b| b.itl, |p| p.measured_itl_p99));
     let chance = (judged > 0).then(|| {
+        let of = if judged == 1 { "Of the one step counted".to_string() } else { format!("Of the {judged} steps counted") };
         format!(
-            "Of the {judged} steps counted, {ttft_out} have their TTFT p99 and {itl_out} their ITL p99 outside the band it would fall in 90 times in 100 were the server the fitted engine, simulated in steps of their rate and size (the columns by chance): inside, an error is no more than a step that long moves by chance; outside, it is the model's, its fit's, or the server's own drift between steps."
+            "{of}, the TTFT p99 of {ttft_out} and the ITL p99 of {itl_out} lie outside the band each would fall in 90 times in 100 were the server the fitted engine, simulated in steps of their rate and size with the calibration step's prompt and output lengths (the columns by chance): inside, an error is no more than a step that long moves by chance; outside, it is the model's, its fit's, or the server's own drift between steps."
         )
     });
     let by_chance = |b: Option<Band>, measured: f64| match b {

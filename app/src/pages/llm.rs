@@ -296,10 +296,14 @@ pub fn plan_with(form: &Form, runs: &[LlmRunView]) -> Result<LlmPlan, Vec<String
         itl_p99_slo: i.itl_slo,
         replica_hourly: UsdPerHour(i.gpu_price * f64::from(tp)),
     };
-    let sizing = size(&sizing_input).map_err(|e| match measured {
-        // "this engine" is the run's, not the figures on the page.
-        Some(run) => vec![format!("{} (fitted on run {})", model_error(e)[0], &run.run_id[..8.min(run.run_id.len())])],
-        None => model_error(e),
+    let sizing = size(&sizing_input).map_err(|e| {
+        let measured = measured.filter(|_| e.field.ends_with("_slo_s"));
+        let said = format!("{}: {}", label_of(&e.field), e.reason);
+        // An SLO the engine alone misses: "this engine" is the run's, not the figures below.
+        vec![match measured {
+            Some(run) => format!("{said} (fitted on run {})", &run.run_id[..8.min(run.run_id.len())]),
+            None => said,
+        }]
     })?;
     Ok(LlmPlan {
         requests: i.requests,

@@ -381,21 +381,25 @@ fn unsaturated(steps: &[Step], sweep: bool) -> Option<String> {
     if steps.is_empty() || steps.iter().any(|s| s.saturated && !s.client_limited) {
         return None;
     }
-    let why = match steps.iter().position(|s| s.client_limited) {
-        Some(i) if sweep => format!(
+    let behind = steps.iter().position(|s| s.client_limited);
+    let why = match (behind, sweep) {
+        (Some(i), true) => format!(
             "the sweep stopped at step {}, where the client fell behind its schedule, before the service saturated",
             i + 1
         ),
-        _ if sweep => "the sweep ran out of steps before the service saturated".to_string(),
-        _ => {
+        (Some(i), false) => {
+            format!("no step the client kept to its schedule saturated the service (it fell behind at step {})", i + 1)
+        }
+        (None, true) => "the sweep ran out of steps before the service saturated".to_string(),
+        (None, false) => {
             let top = steps.iter().map(|s| s.rate).fold(0.0, f64::max);
             format!("no step saturated the service (the highest rate was {top:.1}/s)")
         }
     };
-    let fix = if sweep {
-        "run the agent from a node with more cores, or raise --max-in-flight if steps waited for it"
-    } else {
-        "add higher rates, or use --sweep"
+    let fix = match (behind, sweep) {
+        (Some(_), _) => "run the agent from a node with more cores, or raise --max-in-flight if steps waited for it",
+        (None, true) => "give it higher rates with --rates",
+        (None, false) => "add higher rates, or use --sweep",
     };
     Some(format!(
         "  note: {why}, so the concurrency fitted from this run is only a lower bound and its predicted P99s upper bounds: {fix}"
@@ -959,8 +963,14 @@ mod tests {
         // A saturated step the client could not keep up with is no measurement of saturation.
         let behind = [step(100.0, false, false), step(200.0, true, true)];
         let said = unsaturated(&behind, true).unwrap();
-        assert!(said.contains("stopped at step 2, where the client fell behind"), "{said}");
-        assert!(unsaturated(&rates, true).unwrap().contains("ran out of steps"));
+        assert!(
+            said.contains("stopped at step 2, where the client fell behind") && said.contains("more cores"),
+            "{said}"
+        );
+        let said = unsaturated(&behind, false).unwrap();
+        assert!(said.contains("(it fell behind at step 2)") && said.contains("more cores"), "{said}");
+        let said = unsaturated(&rates, true).unwrap();
+        assert!(said.contains("ran out of steps") && said.contains("higher rates with --rates"), "{said}");
     }
 
     #[test]
