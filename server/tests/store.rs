@@ -621,6 +621,55 @@ async fn at_migration(db: &common::TestDb, version: i64) -> sqlx::AnyConnection 
     conn
 }
 
+/// The number of the newest migration this build has for `backend`.
+fn latest_migration(backend: &str) -> usize {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(backend);
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|f| f.ok()?.file_name().to_str()?.split('_').next()?.parse().ok())
+        .max()
+        .unwrap()
+}
+
+/// 0012: an endpoint digest of reading 3 without an LLM fit is what reading 4 stores, so it is
+/// marked current and the backfill refits only LLM runs; other suites' and LLM runs' stay as
+/// they were.
+#[tokio::test]
+async fn endpoint_digests_without_an_llm_fit_are_current_at_reading_4() {
+    use sqlx::Connection;
+    for db in databases().await {
+        let backend = db.backend;
+        let mut conn = at_migration(&db, 11).await;
+        for sql in [
+            "INSERT INTO runs (id, node_id, agent_id, agent_version, started_at_ms, finished_at_ms, received_at_ms, \
+             status, suites, measurement_count) VALUES \
+             ('00000000-0000-4000-8000-000000000001', 'n', 'a', '0.1.0', 1, 1, 0, 'ok', 'endpoint,system', 0), \
+             ('00000000-0000-4000-8000-000000000002', 'n', 'a', '0.1.0', 2, 2, 0, 'ok', 'endpoint', 0), \
+             ('00000000-0000-4000-8000-000000000003', 'n', 'a', '0.1.0', 3, 3, 0, 'ok', 'endpoint', 0)",
+            "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest, llm) VALUES \
+             ('endpoint', '00000000-0000-4000-8000-000000000001', 'n', 1, 3, '{}', 0), \
+             ('system', '00000000-0000-4000-8000-000000000001', 'n', 1, 3, '{}', 0), \
+             ('endpoint', '00000000-0000-4000-8000-000000000002', 'n', 2, 3, '{\"llm\":{}}', 1), \
+             ('endpoint', '00000000-0000-4000-8000-000000000003', 'n', 3, 0, NULL, 0)",
+        ] {
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        }
+        let store = Store::connect(&db.url).await.expect("0012 applies over stored digests");
+        let versions: Vec<(String, String, i64)> =
+            sqlx::query_as("SELECT suite, run_id, digest_version FROM run_suites ORDER BY run_id, suite")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        let versions: Vec<(&str, char, i64)> =
+            versions.iter().map(|(s, r, v)| (s.as_str(), r.chars().last().unwrap(), *v)).collect();
+        let expected = [("endpoint", '1', 4), ("system", '1', 3), ("endpoint", '2', 3), ("endpoint", '3', 0)];
+        assert_eq!(versions, expected, "{backend}");
+        conn.close().await.ok();
+        store.close().await;
+        db.drop_database().await;
+    }
+}
+
 /// A store from before monthly partitions (migrations up to 0006) is moved whole by 0007: every
 /// measurement with its run's start time, on Postgres in its month's partition.
 #[tokio::test]
@@ -648,7 +697,8 @@ async fn measurements_stored_before_partitions_are_moved_into_them() {
         }
         // Retention opens a store without migrating it, and refuses an older schema.
         let err = Store::connect_current(&db.url).await.unwrap_err().to_string();
-        assert!(err.contains("at migration 6 and this build's at 11"), "{backend}: {err}");
+        let latest = latest_migration(backend);
+        assert!(err.contains(&format!("at migration 6 and this build's at {latest}")), "{backend}: {err}");
         let store = Store::connect(&db.url).await.expect("0007 applies over stored runs");
         Store::connect_current(&db.url).await.expect("now current").close().await;
         for (id, means) in [
