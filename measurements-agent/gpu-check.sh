@@ -2,7 +2,9 @@
 # Proof of the GPU suites on a real NVIDIA GPU: runs the agent's transfer, alloc and gemm suites,
 # prints one table (GB/s, × the PCIe link's limit, × the best copy), and compares pinned
 # host→device at 256 MiB with PyTorch's `pin_memory().to('cuda', non_blocking=True)` on the
-# same machine in the same run (goal: ≥ 0.97×).
+# same machine in the same run (goal: ≥ 0.97×), and the GPU's power the gemm suite read through
+# NVML's energy counter with nvidia-smi's power.draw under the same FP16 GEMMs driven by PyTorch
+# (goal: busy within 0.9–1.1×).
 #
 #   measurements-agent/gpu-check.sh            # uses $AGENT, else target/gpu-check/measurements-agent,
 #                                              # else builds with cargo (needs the crates registry)
@@ -66,4 +68,40 @@ try:
           f"PyTorch {torch_bw/1e9:.2f} GB/s, ratio {(ours or 0)/torch_bw:.3f} (goal ≥ 0.97)")
 except ImportError:
     print("\nPyTorch is not installed here: no comparison")
+PY
+
+python3 - "$OUT/run.json" <<'PY'
+import json, subprocess, sys, time
+run = json.load(open(sys.argv[1]))
+power = {m["parameters"].get("state", "?"): m for m in run["measurements"] if m["suite"] == "gemm" and m["case"] == "power"}
+def smi():
+    out = subprocess.run(["nvidia-smi", "--id=0", "--query-gpu=power.draw", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[0])
+try:
+    import torch
+    idle = []
+    for _ in range(10):
+        idle.append(smi()); time.sleep(0.1)
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    end = time.time() + 2
+    while time.time() < end:
+        a @ b; torch.cuda.synchronize()
+    busy, end = [], time.time() + 6
+    while time.time() < end:
+        for _ in range(8):
+            a @ b
+        torch.cuda.synchronize(); busy.append(smi())
+    theirs = {"idle": sum(idle) / len(idle), "busy": sum(busy) / len(busy)}
+except Exception as e:  # no PyTorch, no nvidia-smi
+    print(f"\nno nvidia-smi comparison: {e}"); theirs = {}
+print(f"\n{'GPU power':9} {'agent (NVML energy)':>20} {'nvidia-smi (PyTorch load)':>26} {'ratio':>6}  zones")
+for state in ("idle", "busy"):
+    m = power.get(state)
+    ours = m["stats"]["mean"] if m and m.get("stats") else None
+    ref = theirs.get(state)
+    ratio = f"{ours / ref:6.3f}" if ours and ref else "     -"
+    shown = f"{ours:.1f} W" if ours else (m or {}).get("reason", "absent")
+    print(f"{state:9} {shown:>20} {(f'{ref:.1f} W' if ref else '-'):>26} {ratio}  {(m or {}).get('parameters', {}).get('zones', '')}")
 PY

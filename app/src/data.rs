@@ -31,8 +31,9 @@ pub struct MeasuredNode {
     /// The catalog's prices of its instance type under each purchase option it lists.
     #[serde(default)]
     pub offers: Vec<PriceOffer>,
-    /// The power its newest system run measured (CPU packages and DRAM, where RAPL could be
-    /// read), and that run.
+    /// Its power where the agent measured it, and the run that did: CPU packages and DRAM (RAPL,
+    /// the newest system run), and on a GPU node its GPUs (NVML, the newest gemm run, which is
+    /// the run named).
     #[serde(default)]
     pub power: Option<(model::wire::measured::PowerDigest, String)>,
 }

@@ -1,22 +1,76 @@
 //! Power the node draws, read where its hardware counts energy: RAPL through the kernel's
 //! powercap interface for CPU packages and their DRAM (`/sys/class/powercap/intel-rapl:N`, AMD
-//! processors too since Linux 5.8). Energy counters, not instantaneous readings: the average
-//! over a window is the energy between two reads over the time between them, whatever the
-//! sampling.
+//! processors too since Linux 5.8), and NVML's energy counter for NVIDIA GPUs (Volta and later;
+//! [`Nvml`], in builds with the `cuda` feature). Energy counters, not instantaneous readings:
+//! the average over a window is the energy between two reads over the time between them,
+//! whatever the sampling.
 //!
-//! Where there is nothing to read (a VM, a container without `/sys/class/powercap`, or a
-//! kernel since 5.10 that lets only root read `energy_uj`), [`Rapl::open`] says why, and the
-//! cases that need it are skipped with that reason.
+//! Where there is nothing to read (a VM, a container without `/sys/class/powercap`, a kernel
+//! since 5.10 that lets only root read `energy_uj`, a node without an NVIDIA driver or a GPU
+//! older than Volta), `open` says why, and the cases that need it are skipped with that reason.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use model::{Measurement, MeasurementStatus, Suite, Unit};
 
 /// Where the kernel publishes powercap zones.
 pub const POWERCAP: &str = "/sys/class/powercap";
 
 /// A reading above this is refused as not plausible (the store's bound on a replica's power).
 pub const MAX_WATTS: f64 = model::plan::carbon::MAX_WATTS;
+
+/// A set of energy counters read before and after a window: the energy between two reads
+/// over the time between them is the average power, whatever happened in between.
+pub trait Energy {
+    /// What counts, in reasons: `RAPL`, `NVML`.
+    const SOURCE: &'static str;
+
+    /// What is counted, e.g. `package-0, package-0 dram`.
+    fn describe(&self) -> String;
+
+    /// Every counter, in the counter's own unit.
+    fn read(&self) -> Result<Vec<u64>, String>;
+
+    /// Joules counted between two reads; `None` where the counters do not agree with themselves
+    /// (one went back, or past its own range).
+    fn joules(&self, before: &[u64], after: &[u64]) -> Option<f64>;
+
+    /// The average watts while `work` runs, and for how long it ran (with what `work` gave).
+    /// A window over which no counter moved is refused rather than read as 0 W (some virtual
+    /// machines publish counters that never advance), as is one of more than [`MAX_WATTS`].
+    fn during<T>(&self, work: impl FnOnce() -> T) -> (Result<(f64, Duration), String>, T) {
+        let before = self.read();
+        let start = Instant::now();
+        let out = work();
+        let elapsed = start.elapsed();
+        let source = Self::SOURCE;
+        let watts = (|| {
+            let (before, after) = (before?, self.read()?);
+            let joules = self
+                .joules(&before, &after)
+                .ok_or_else(|| format!("no {source}: a counter of {} went back or past its range", self.describe()))?;
+            if joules <= 0.0 {
+                return Err(format!(
+                    "no {source}: the energy counters of {} did not advance in {:.1} s",
+                    self.describe(),
+                    elapsed.as_secs_f64()
+                ));
+            }
+            let watts = joules / elapsed.as_secs_f64().max(1e-9);
+            if watts > MAX_WATTS {
+                return Err(format!(
+                    "no {source}: {watts:.0} W over {:.3} s is not a plausible reading",
+                    elapsed.as_secs_f64()
+                ));
+            }
+            Ok((watts, elapsed))
+        })();
+        (watts, out)
+    }
+}
 
 /// The RAPL energy counters of every CPU package (and its DRAM, where counted apart).
 #[derive(Debug)]
@@ -68,14 +122,18 @@ impl Rapl {
         rapl.read()?;
         Ok(rapl)
     }
+}
+
+impl Energy for Rapl {
+    const SOURCE: &'static str = "RAPL";
 
     /// What is counted, e.g. `package-0, package-0 dram`.
-    pub fn describe(&self) -> String {
+    fn describe(&self) -> String {
         self.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
     /// Every zone's counter, in µJ.
-    pub fn read(&self) -> Result<Vec<u64>, String> {
+    fn read(&self) -> Result<Vec<u64>, String> {
         self.zones
             .iter()
             .map(|z| {
@@ -98,45 +156,13 @@ impl Rapl {
     /// (so a window must be shorter than one wrap: typical ranges are 262 kJ, over 20 minutes
     /// at 200 W per package).
     /// `None` where a counter read beyond its own range (the kernel's figures do not agree).
-    pub fn joules(&self, before: &[u64], after: &[u64]) -> Option<f64> {
+    fn joules(&self, before: &[u64], after: &[u64]) -> Option<f64> {
         let mut micro: u64 = 0;
         for (z, (b, a)) in self.zones.iter().zip(before.iter().zip(after)) {
             let counted = if a >= b { a - b } else { z.range_uj.checked_sub(*b)?.checked_add(*a)? };
             micro = micro.checked_add(counted)?;
         }
         Some(micro as f64 / 1e6)
-    }
-
-    /// The average watts while `work` runs, and for how long it ran (with what `work` gave).
-    /// A window over which no counter moved is refused rather than read as 0 W (some virtual
-    /// machines publish counters that never advance), as is one of more than [`MAX_WATTS`].
-    pub fn during<T>(&self, work: impl FnOnce() -> T) -> (Result<(f64, Duration), String>, T) {
-        let before = self.read();
-        let start = Instant::now();
-        let out = work();
-        let elapsed = start.elapsed();
-        let watts = (|| {
-            let (before, after) = (before?, self.read()?);
-            let joules = self.joules(&before, &after).ok_or_else(|| {
-                format!("no RAPL: a counter of {} read beyond its max_energy_range_uj", self.describe())
-            })?;
-            if joules <= 0.0 {
-                return Err(format!(
-                    "no RAPL: the energy counters of {} did not advance in {:.1} s",
-                    self.describe(),
-                    elapsed.as_secs_f64()
-                ));
-            }
-            let watts = joules / elapsed.as_secs_f64().max(1e-9);
-            if watts > MAX_WATTS {
-                return Err(format!(
-                    "no RAPL: {watts:.0} W over {:.3} s is not a plausible reading",
-                    elapsed.as_secs_f64()
-                ));
-            }
-            Ok((watts, elapsed))
-        })();
-        (watts, out)
     }
 }
 
@@ -159,6 +185,211 @@ fn is_zone(name: &str, depth: usize) -> bool {
 
 fn read_text(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok().map(|t| t.trim().to_string())
+}
+
+/// The average power of `counter` over a window in `state` (`idle`, `busy`) as a `power` case of
+/// `suite`, with `extra` parameters; or, where the window could not be read, the case skipped
+/// with the reason.
+pub fn case<E: Energy>(
+    suite: Suite,
+    state: &str,
+    counter: &E,
+    watts: Result<(f64, Duration), String>,
+    extra: &[(&str, String)],
+) -> Measurement {
+    let (watts, took) = match watts {
+        Ok(read) => read,
+        Err(reason) => return skipped::<E>(suite, Some(state), &reason, extra),
+    };
+    let mut parameters = parameters::<E>(Some(state), extra);
+    parameters.insert("zones".into(), counter.describe());
+    parameters.insert("window_s".into(), format!("{:.3}", took.as_secs_f64()));
+    Measurement {
+        suite,
+        case: model::Case::Power.as_str().into(),
+        parameters,
+        unit: Unit::Watts,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(model::Stats::single(watts)),
+        floor: None,
+        histogram: None,
+    }
+}
+
+/// Power that could not be read (in `state`, where one window failed), and why.
+pub fn skipped<E: Energy>(suite: Suite, state: Option<&str>, reason: &str, extra: &[(&str, String)]) -> Measurement {
+    Measurement {
+        suite,
+        case: model::Case::Power.as_str().into(),
+        parameters: parameters::<E>(state, extra),
+        unit: Unit::Watts,
+        status: MeasurementStatus::Skipped,
+        reason: Some(reason.to_string()),
+        stats: None,
+        floor: None,
+        histogram: None,
+    }
+}
+
+/// What each power case of a suite says, for its progress lines: `power idle → 11.5 W
+/// (package-0)` or `power busy not measured: …`.
+pub fn said(cases: &[Measurement], zones: &str) -> Vec<String> {
+    cases
+        .iter()
+        .map(|m| {
+            let state = m.parameters.get("state").map_or("", String::as_str);
+            match (&m.stats, &m.reason) {
+                (Some(stats), _) => format!("power {state} → {:.1} W ({zones})", stats.mean),
+                (None, reason) => format!("power {state} not measured: {}", reason.as_deref().unwrap_or("no reason")),
+            }
+        })
+        .collect()
+}
+
+fn parameters<E: Energy>(state: Option<&str>, extra: &[(&str, String)]) -> BTreeMap<String, String> {
+    let mut parameters = BTreeMap::from([("source".to_string(), E::SOURCE.to_ascii_lowercase())]);
+    if let Some(state) = state {
+        parameters.insert("state".into(), state.into());
+    }
+    parameters.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    parameters
+}
+
+/// Where a GPU sits on the PCI bus (domain, bus, device), to find the GPU CUDA uses among
+/// those NVML lists: the two number GPUs differently unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PciAddress {
+    pub domain: u32,
+    pub bus: u32,
+    pub device: u32,
+}
+
+impl std::fmt::Display for PciAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04x}:{:02x}:{:02x}", self.domain, self.bus, self.device)
+    }
+}
+
+pub use nvml::Nvml;
+
+/// One NVIDIA GPU's energy counter through NVML (libnvidia-ml, loaded at run time):
+/// millijoules since the driver was loaded, on Volta and later GPUs.
+#[cfg(feature = "cuda")]
+mod nvml {
+    use nvml_wrapper::error::NvmlError;
+
+    use super::{Energy, PciAddress};
+
+    pub struct Nvml {
+        nvml: nvml_wrapper::Nvml,
+        index: u32,
+        name: String,
+        /// The NVIDIA GPUs NVML lists on the node.
+        pub count: u32,
+    }
+
+    impl std::fmt::Debug for Nvml {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Nvml").field("index", &self.index).field("name", &self.name).finish_non_exhaustive()
+        }
+    }
+
+    impl Nvml {
+        /// The GPU at `at` (else NVML's first), or why its energy cannot be read.
+        pub fn open(at: Option<PciAddress>) -> Result<Nvml, String> {
+            // A missing library is an error, not a panic, but keep the agent alive either way.
+            let nvml = std::panic::catch_unwind(nvml_wrapper::Nvml::init)
+                .map_err(|_| "no NVML: libnvidia-ml could not be loaded".to_string())?
+                .map_err(|e| format!("no NVML: {e}"))?;
+            let count = nvml.device_count().map_err(|e| format!("no NVML: cannot count the GPUs: {e}"))?;
+            let index = match at {
+                None if count > 0 => 0,
+                None => return Err("no NVML: it lists no GPU".into()),
+                Some(at) => (0..count)
+                    .find(|&i| {
+                        nvml.device_by_index(i)
+                            .and_then(|d| d.pci_info())
+                            .is_ok_and(|p| PciAddress { domain: p.domain, bus: p.bus, device: p.device } == at)
+                    })
+                    .ok_or_else(|| format!("no NVML: none of its {count} GPUs is at PCI {at}, where CUDA's is"))?,
+            };
+            let device = nvml.device_by_index(index).map_err(|e| format!("no NVML: GPU {index}: {e}"))?;
+            let name = device.name().unwrap_or_else(|_| "NVIDIA GPU".into());
+            match device.total_energy_consumption() {
+                Ok(_) => {}
+                Err(NvmlError::NotSupported) => {
+                    return Err(format!("no NVML: {name} has no energy counter (Volta and later GPUs have one)"));
+                }
+                Err(e) => return Err(format!("no NVML: cannot read the energy of {name}: {e}")),
+            }
+            Ok(Nvml { nvml, index, name, count })
+        }
+    }
+
+    impl Energy for Nvml {
+        const SOURCE: &'static str = "NVML";
+
+        fn describe(&self) -> String {
+            format!("GPU {} ({})", self.index, self.name)
+        }
+
+        /// The counter in mJ.
+        fn read(&self) -> Result<Vec<u64>, String> {
+            let device = self.nvml.device_by_index(self.index).map_err(|e| format!("no NVML: {e}"))?;
+            let mj = device.total_energy_consumption().map_err(|e| format!("no NVML: {e}"))?;
+            Ok(vec![mj])
+        }
+
+        /// The counter does not wrap (64 bits of mJ); one that went back was reset by a driver
+        /// reload.
+        fn joules(&self, before: &[u64], after: &[u64]) -> Option<f64> {
+            super::counted(before, after).map(|mj| mj as f64 / 1e3)
+        }
+    }
+}
+
+/// In a build without the `cuda` feature there is no NVML to open.
+#[cfg(not(feature = "cuda"))]
+mod nvml {
+    use super::{Energy, PciAddress};
+
+    #[derive(Debug)]
+    pub struct Nvml {
+        never: std::convert::Infallible,
+        pub count: u32,
+    }
+
+    impl Nvml {
+        pub fn open(_: Option<PciAddress>) -> Result<Nvml, String> {
+            Err("no NVML: this agent was built without the cuda feature".into())
+        }
+    }
+
+    impl Energy for Nvml {
+        const SOURCE: &'static str = "NVML";
+
+        fn describe(&self) -> String {
+            match self.never {}
+        }
+
+        fn read(&self) -> Result<Vec<u64>, String> {
+            match self.never {}
+        }
+
+        fn joules(&self, _: &[u64], _: &[u64]) -> Option<f64> {
+            match self.never {}
+        }
+    }
+}
+
+/// The sum of what each counter that never wraps counted between two reads; `None` where one
+/// went back (reset) or the reads differ in length.
+fn counted(before: &[u64], after: &[u64]) -> Option<u64> {
+    if before.len() != after.len() {
+        return None;
+    }
+    before.iter().zip(after).try_fold(0u64, |sum, (b, a)| sum.checked_add(a.checked_sub(*b)?))
 }
 
 #[cfg(test)]
@@ -234,5 +465,27 @@ mod tests {
         assert!(Rapl::open(dir.path()).unwrap_err().contains("no package zone"));
         assert!(!is_zone("intel-rapl", 1) && !is_zone("intel-rapl:x", 1) && is_zone("intel-rapl:10", 1));
         assert!(is_zone("intel-rapl:0:2", 2) && !is_zone("intel-rapl:0:", 2));
+    }
+
+    #[test]
+    fn counters_that_never_wrap_count_forward_only() {
+        assert_eq!(counted(&[1_000, 5], &[3_500, 5]), Some(2_500));
+        assert_eq!(counted(&[1_000], &[999]), None, "a driver reload resets NVML's counter");
+        assert_eq!(counted(&[1], &[2, 3]), None);
+        assert_eq!(counted(&[0, 0], &[u64::MAX, 1]), None, "no overflow into a small sum");
+    }
+
+    #[test]
+    fn nvml_says_why_it_cannot_count_here_or_counts() {
+        match Nvml::open(None) {
+            // A GPU node: its counter advances under nothing but time (a GPU draws tens of
+            // watts idle), and the reading is plausible.
+            Ok(gpu) => {
+                let (watts, ()) = gpu.during(|| std::thread::sleep(Duration::from_millis(1500)));
+                let (watts, _) = watts.unwrap();
+                assert!(watts > 1.0 && watts < 2_000.0, "{watts} W idle on {}", gpu.describe());
+            }
+            Err(reason) => assert!(reason.starts_with("no NVML: "), "{reason}"),
+        }
     }
 }

@@ -26,10 +26,25 @@ fn gpu_suites_run_or_say_why_not_and_the_rest_still_runs() {
     assert!(!memcpy.is_empty() && memcpy.iter().all(|m| m.status == MeasurementStatus::Ok), "system still runs");
     let gpu: Vec<_> = of(Suite::Transfer).into_iter().chain(of(Suite::Alloc)).chain(of(Suite::Gemm)).collect();
     // 3 memories × 2 directions × 4 sizes + the many-small-copies case; 2 allocators × 2 sizes;
-    // 4 precisions × 4 shapes (and, measured, an error figure for each).
+    // 4 precisions × 4 shapes (and, measured, an error figure for each); the GPU's power.
     let extra = gpu.iter().filter(|m| m.case == "copy_latency" || m.case == "cublas_gemm_relative_error").count();
-    assert_eq!(gpu.len(), 3 * 2 * 4 + 1 + 4 + 4 * 4 + extra);
+    let power: Vec<_> = gpu.iter().filter(|m| m.case == "power").collect();
+    assert_eq!(gpu.len(), 3 * 2 * 4 + 1 + 4 + 4 * 4 + extra + power.len());
     let driver = std::path::Path::new("/dev/nvidiactl").exists();
+    if driver {
+        // Idle and under FP16 GEMMs, from NVML's energy counter (Volta and later), each with
+        // the GPUs on the node; busy draws more than idle.
+        let watts = |state: &str| {
+            let m = power.iter().find(|m| m.parameters.get("state").map(String::as_str) == Some(state));
+            m.and_then(|m| m.stats.as_ref()).map(|s| s.mean).unwrap_or_else(|| panic!("{state}: {power:?}"))
+        };
+        assert!(watts("busy") > watts("idle") * 1.2, "busy {} W, idle {} W", watts("busy"), watts("idle"));
+        assert!(
+            power.iter().all(|m| m.parameters["source"] == "nvml" && m.parameters["gpus"].parse::<u32>().unwrap() >= 1)
+        );
+    } else {
+        assert_eq!(power.len(), 1, "one skipped power case: {power:?}");
+    }
     if driver {
         eprintln!("a GPU is present: checking measured figures");
         assert!(gpu.iter().all(|m| m.status == MeasurementStatus::Ok), "{text}");

@@ -203,3 +203,98 @@ async fn a_wrong_grid_table_is_refused_cell_by_cell_and_changes_nothing() {
         db.drop_database().await;
     }
 }
+
+/// A node's power as the Planner and Right-sizing read it, through the real ingest and the
+/// page-data call: a CPU node's from RAPL; a GPU node's only once a gemm run read a GPU through
+/// NVML, then every GPU at that one's draw plus the CPUs.
+#[tokio::test]
+async fn a_gpu_nodes_power_is_its_gpus_as_nvml_read_one_and_its_cpus() {
+    use model::{GpuInfo, Measurement, MeasurementStatus, Suite, Unit};
+    let power = |suite: Suite, state: &str, watts: f64, extra: &[(&str, &str)]| Measurement {
+        suite,
+        case: "power".into(),
+        parameters: [("state", state)].iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        unit: Unit::Watts,
+        status: MeasurementStatus::Ok,
+        reason: None,
+        stats: Some(model::Stats::single(watts)),
+        floor: None,
+        histogram: None,
+    };
+    let rapl = [("source", "rapl"), ("zones", "package-0")];
+    let nvml = [("source", "nvml"), ("zones", "GPU 0 (NVIDIA H100 80GB HBM3)"), ("gpus", "4")];
+    for db in databases().await {
+        let app = spawn(&db).await;
+        let agent = app.agent_token("agent-p").await;
+        let viewer = app.user_token(Role::Viewer).await;
+        let upload = |run: model::RunUpload| {
+            let (app, agent) = (&app, &agent);
+            async move {
+                let (status, body) = post(app, Some(agent), "/api/v1/runs", serde_json::to_string(&run).unwrap()).await;
+                assert!(status.is_success(), "{status}: {body}");
+            }
+        };
+        let fleet = || async {
+            let response = app
+                .http
+                .post(app.url("/srv/measured_nodes"))
+                .bearer_auth(&viewer)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .send()
+                .await
+                .unwrap();
+            let fleet: Value = response.json().await.unwrap();
+            let of = |host: &str| {
+                let nodes = fleet["nodes"].as_array().unwrap();
+                nodes.iter().find(|n| n["hostname"] == host).unwrap_or_else(|| panic!("{host}: {fleet}")).clone()
+            };
+            (of("cpu-node"), of("gpu-node"))
+        };
+        let mut cpu = common::fleet_run("cpu-node", 1_796_000_000_000, 1.0);
+        cpu.measurements.push(power(Suite::System, "busy", 120.0, &rapl));
+        upload(cpu).await;
+        let mut gpu = common::fleet_run("gpu-node", 1_796_000_000_000, 1.0);
+        gpu.node.instance_type = Some("p5.48xlarge".into());
+        gpu.node.gpus = (0..4)
+            .map(|_| GpuInfo {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                memory_bytes: 80 << 30,
+                driver_version: None,
+                cuda_version: None,
+                pcie_generation: None,
+                pcie_width: None,
+            })
+            .collect();
+        gpu.measurements.push(power(Suite::System, "idle", 100.0, &rapl));
+        gpu.measurements.push(power(Suite::System, "busy", 300.0, &rapl));
+        upload(gpu.clone()).await;
+
+        let (cpu_node, gpu_node) = fleet().await;
+        assert_eq!(cpu_node["power"][0]["busy_watts"], 120.0, "{}: {cpu_node}", db.backend);
+        assert_eq!(gpu_node["power"], Value::Null, "RAPL alone is not a GPU node's power: {gpu_node}");
+
+        // A gemm run read GPU 0 through NVML: the node draws 4 × 650 W and its CPUs' 300 W.
+        let mut gemm = gpu.clone();
+        gemm.run_id = uuid::Uuid::new_v4();
+        gemm.started_at_ms += 60_000;
+        gemm.finished_at_ms += 60_000;
+        gemm.measurements = vec![power(Suite::Gemm, "idle", 70.0, &nvml), power(Suite::Gemm, "busy", 650.0, &nvml)];
+        upload(gemm.clone()).await;
+        let (_, gpu_node) = fleet().await;
+        let (digest, run) = (&gpu_node["power"][0], &gpu_node["power"][1]);
+        assert_eq!(
+            (digest["idle_watts"].as_f64(), digest["busy_watts"].as_f64()),
+            (Some(380.0), Some(2900.0)),
+            "{}",
+            db.backend
+        );
+        assert_eq!(digest["gpus"], 4);
+        assert_eq!(
+            digest["zones"],
+            "GPUs (NVML): 4 GPUs, each drawing what GPU 0 (NVIDIA H100 80GB HBM3) did; CPUs (RAPL): package-0"
+        );
+        assert_eq!(run, &Value::String(gemm.run_id.to_string()), "the run that read the GPU is named");
+        app.stop().await;
+        db.drop_database().await;
+    }
+}

@@ -929,7 +929,7 @@ fn NodePicker(form: Form, nodes: Signal<Vec<MeasuredNode>>) -> impl IntoView {
             if let Some(h) = n.hourly_usd {
                 form.signal("hourly").set(format!("{h}"));
             }
-            // Its power under load where the node measured it (CPU packages and DRAM); else the
+            // Its power under load where the node measured it (CPUs, and GPUs on a GPU node); else the
             // fields' defaults, rather than keep another node's "measured" figure.
             match n.power.as_ref().and_then(|(p, _)| p.busy_watts) {
                 Some(watts) => {

@@ -199,15 +199,18 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
             };
             let mut hw = n.hardware.clone();
             hw.hourly_usd = UsdPerHour(price);
-            // Its power under load where its latest system run could read it: CPU packages and
-            // DRAM (RAPL), given only for nodes without GPUs.
-            let measured = n.power.as_ref().and_then(|(p, run)| Some((p.busy_watts?, run)));
-            hw.power_watts = measured.map(|(w, _)| w);
+            // Its power under load where the agent could read it: CPU packages and DRAM (RAPL),
+            // and on a GPU node its GPUs (NVML, the gemm suite).
+            let measured = n.power.as_ref().and_then(|(p, run)| Some((p.busy_watts?, p, run)));
+            hw.power_watts = measured.map(|(w, _, _)| w);
             let power = match (measured, grid.is_some()) {
-                (Some((w, run)), true) => {
-                    format!("; power {w:.0} W measured under load (RAPL, run {})", &run[..8.min(run.len())])
+                (Some((w, p, run)), true) => {
+                    let what = if p.gpus.is_some() { p.zones.as_str() } else { "RAPL" };
+                    format!("; power {w:.0} W measured under load ({what}, run {})", &run[..8.min(run.len())])
                 }
-                (None, true) => "; power not measured (no RAPL on the node, or it has GPUs): emissions unknown".into(),
+                (None, true) => "; power not measured (no RAPL on the node, or a GPU node without a gemm run that \
+                                 read NVML): emissions unknown"
+                    .into(),
                 (_, false) => String::new(),
             };
             for p in &mut hw.perf {
@@ -776,8 +779,12 @@ mod tests {
         owned(|| {
             let node = |name: &str, price: f64, watts: Option<f64>| MeasuredNode {
                 power: watts.map(|w| {
-                    let power =
-                        PowerDigest { idle_watts: Some(w / 3.0), busy_watts: Some(w), zones: "package-0".into() };
+                    let power = PowerDigest {
+                        idle_watts: Some(w / 3.0),
+                        busy_watts: Some(w),
+                        zones: "package-0".into(),
+                        gpus: None,
+                    };
                     (power, "5e1f0000-aaaa".into())
                 }),
                 ..measured(name, price)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use model::{Measurement, MeasurementStatus, Suite, Unit};
 
 use super::{Benchmark, Effort, Progress};
-use crate::power::Rapl;
+use crate::power::{self, Energy, Rapl};
 use crate::stats::summarize;
 
 pub struct System;
@@ -36,7 +36,7 @@ impl Benchmark for System {
         let mut power = Vec::new();
         if let Ok(rapl) = &rapl {
             let window = if effort.quick { Duration::from_millis(500) } else { Duration::from_secs(2) };
-            power.push(power_case("idle", rapl, rapl.during(|| std::thread::sleep(window)).0));
+            power.push(power::case(Suite::System, "idle", rapl, rapl.during(|| std::thread::sleep(window)).0, &[]));
         }
         let mut measurements: Vec<Measurement> = SIZES.iter().map(|&bytes| memcpy(bytes, samples)).collect();
         if threads > 1 {
@@ -48,7 +48,7 @@ impl Benchmark for System {
                 Ok(rapl) => {
                     let (watts, m) = rapl.during(copy);
                     measurements.push(m);
-                    power.push(power_case("busy", rapl, watts));
+                    power.push(power::case(Suite::System, "busy", rapl, watts, &[]));
                 }
                 Err(_) => measurements.push(copy()),
             }
@@ -56,18 +56,11 @@ impl Benchmark for System {
         match &rapl {
             Err(reason) => {
                 progress.line(&format!("system: power not measured: {reason}"));
-                measurements.push(power_skipped(None, reason));
+                measurements.push(power::skipped::<Rapl>(Suite::System, None, reason, &[]));
             }
             Ok(rapl) => {
-                for m in &power {
-                    let state = &m.parameters["state"];
-                    match (&m.stats, &m.reason) {
-                        (Some(stats), _) => {
-                            progress.line(&format!("system: power {state} → {:.1} W ({})", stats.mean, rapl.describe()))
-                        }
-                        (None, Some(reason)) => progress.line(&format!("system: power {state} not measured: {reason}")),
-                        (None, None) => {}
-                    }
+                for line in power::said(&power, &rapl.describe()) {
+                    progress.line(&format!("system: {line}"));
                 }
                 measurements.extend(power);
             }
@@ -159,49 +152,6 @@ fn memcpy_all_cores(bytes: usize, threads: usize, samples: usize) -> Measurement
             .collect::<Vec<f64>>()
     });
     bandwidth(parameters, &bandwidths)
-}
-
-/// The average power of the RAPL zones over a window in `state`, or why it could not be read.
-fn power_case(state: &str, rapl: &Rapl, watts: Result<(f64, Duration), String>) -> Measurement {
-    let (watts, took) = match watts {
-        Ok(read) => read,
-        Err(reason) => return power_skipped(Some(state), &reason),
-    };
-    Measurement {
-        suite: Suite::System,
-        case: model::Case::Power.as_str().into(),
-        parameters: BTreeMap::from([
-            ("source".to_string(), "rapl".to_string()),
-            ("state".to_string(), state.to_string()),
-            ("zones".to_string(), rapl.describe()),
-            ("window_s".to_string(), format!("{:.3}", took.as_secs_f64())),
-        ]),
-        unit: Unit::Watts,
-        status: MeasurementStatus::Ok,
-        reason: None,
-        stats: Some(model::Stats::single(watts)),
-        floor: None,
-        histogram: None,
-    }
-}
-
-/// Power could not be read here (in `state`, where one window failed), and why.
-fn power_skipped(state: Option<&str>, reason: &str) -> Measurement {
-    let mut parameters = BTreeMap::from([("source".to_string(), "rapl".to_string())]);
-    if let Some(state) = state {
-        parameters.insert("state".to_string(), state.to_string());
-    }
-    Measurement {
-        suite: Suite::System,
-        case: model::Case::Power.as_str().into(),
-        parameters,
-        unit: Unit::Watts,
-        status: MeasurementStatus::Skipped,
-        reason: Some(reason.to_string()),
-        stats: None,
-        floor: None,
-        histogram: None,
-    }
 }
 
 /// A memcpy case's result from its per-sample bandwidths.

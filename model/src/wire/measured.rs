@@ -167,7 +167,7 @@ pub struct SuiteDigest {
     /// Endpoint, of an OpenAI-compatible server: [`llm_digest`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmDigest>,
-    /// System: [`power_digest`].
+    /// System and gemm: [`power_digest`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<PowerDigest>,
     /// Endpoint: where each open-loop step's p99 would fall by chance were the service the
@@ -176,22 +176,26 @@ pub struct SuiteDigest {
     pub endpoint_bands: Vec<crate::plan::endpoint::Band>,
 }
 
-/// The power a node drew in a system run, where it could be read (RAPL: its CPU packages and
-/// their DRAM, not the GPUs, disks or fans).
+/// The power a node drew in a run, where it could be read: in a `system` run its CPU packages
+/// and their DRAM (RAPL), in a `gemm` run the GPU the suite used (NVML), not the disks or fans.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerDigest {
-    /// Idle, before the suite's copies.
+    /// Idle, before the suite's work.
     pub idle_watts: Option<f64>,
-    /// Every core copying memory: the draw under load.
+    /// Under load: every core copying memory (system), FP16 GEMMs back to back (gemm).
     pub busy_watts: Option<f64>,
-    /// What was counted, e.g. `package-0, package-0 dram`.
+    /// What was counted, e.g. `package-0, package-0 dram` or `GPU 0 (NVIDIA H100 80GB HBM3)`.
     pub zones: String,
+    /// A gemm run's: the NVIDIA GPUs NVML listed on the node, of which one was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
 }
 
-/// The measured power of a system run; `None` where it was skipped or is not finite.
-pub fn power_digest(measurements: &[Measurement]) -> Option<PowerDigest> {
-    let mut digest = PowerDigest { idle_watts: None, busy_watts: None, zones: String::new() };
-    for m in measurements.iter().filter(|m| m.suite == Suite::System && m.is(Case::Power)) {
+/// The measured power of a `system` or `gemm` run; `None` where it was skipped or is not
+/// finite.
+pub fn power_digest(suite: Suite, measurements: &[Measurement]) -> Option<PowerDigest> {
+    let mut digest = PowerDigest { idle_watts: None, busy_watts: None, zones: String::new(), gpus: None };
+    for m in measurements.iter().filter(|m| m.suite == suite && m.is(Case::Power)) {
         // A reading the agent would not make (none, or past a replica's bound) is not a figure:
         // an agent token may upload anything.
         let plausible = |w: &f64| *w > 0.0 && *w <= crate::plan::carbon::MAX_WATTS;
@@ -202,8 +206,45 @@ pub fn power_digest(measurements: &[Measurement]) -> Option<PowerDigest> {
             _ => continue,
         }
         digest.zones = m.parameters.get("zones").cloned().unwrap_or_default();
+        // At most the inventory's bound: an agent token may upload anything.
+        digest.gpus = m
+            .parameters
+            .get("gpus")
+            .and_then(|g| g.parse::<u32>().ok())
+            .filter(|g| (1..=crate::wire::validate::MAX_GPUS as u32).contains(g));
     }
     (digest.idle_watts.is_some() || digest.busy_watts.is_some()).then_some(digest)
+}
+
+impl PowerDigest {
+    /// A GPU node's power: each of its `gpus` (the inventory's count) at the draw of the one
+    /// a gemm run measured (`gpu`, NVML), plus its CPU packages and DRAM where a system run
+    /// read them (`cpu`, RAPL). Every GPU is taken to draw what the measured one did, idle and
+    /// under load: a node's GPUs are of one type, and a serving node loads them alike. Without
+    /// the CPUs' reading the figure is the GPUs' alone, and `zones` says so.
+    pub fn of_gpu_node(gpu: &PowerDigest, gpus: usize, cpu: Option<&PowerDigest>) -> PowerDigest {
+        let n = gpus.max(1) as f64;
+        // Past a replica's bound the sum is no figure (each part was within it).
+        let sum = |g: Option<f64>, c: Option<f64>| {
+            let watts = match cpu {
+                Some(_) => g? * n + c?,
+                None => g? * n,
+            };
+            Some(watts).filter(|w| *w <= crate::plan::carbon::MAX_WATTS)
+        };
+        let each =
+            if gpus > 1 { format!("{gpus} GPUs, each drawing what {} did", gpu.zones) } else { gpu.zones.clone() };
+        let cpus = match cpu {
+            Some(cpu) => format!("CPUs (RAPL): {}", cpu.zones),
+            None => "CPUs not measured (no RAPL)".into(),
+        };
+        PowerDigest {
+            idle_watts: sum(gpu.idle_watts, cpu.and_then(|c| c.idle_watts)),
+            busy_watts: sum(gpu.busy_watts, cpu.and_then(|c| c.busy_watts)),
+            zones: format!("GPUs (NVML): {each}; {cpus}"),
+            gpus: Some(gpus as u32),
+        }
+    }
 }
 
 /// A load test of an OpenAI-compatible server with the engine fitted on it and every step
@@ -282,7 +323,9 @@ pub fn digest_with(suite: Suite, run_id: &str, measurements: &[Measurement], fit
             },
             ..SuiteDigest::default()
         },
-        Suite::System => SuiteDigest { headline, power: power_digest(measurements), ..SuiteDigest::default() },
+        Suite::System | Suite::Gemm => {
+            SuiteDigest { headline, power: power_digest(suite, measurements), ..SuiteDigest::default() }
+        }
         _ => SuiteDigest { headline, ..SuiteDigest::default() },
     }
 }
@@ -469,6 +512,48 @@ mod tests {
     }
 
     #[test]
+    fn a_gemm_runs_power_is_its_gpus_and_names_how_many_the_node_has() {
+        let power = |state: &str, watts: f64, gpus: &str| {
+            let params = [("source", "nvml"), ("zones", "GPU 0 (NVIDIA H100)"), ("state", state), ("gpus", gpus)];
+            Measurement { unit: Unit::Watts, ..m(Suite::Gemm, "power", &params, watts, watts, watts) }
+        };
+        let run =
+            [power("idle", 71.0, "8"), power("busy", 690.0, "8"), m(Suite::Gemm, "cublas_gemm", &[], 1e14, 1e14, 1e14)];
+        let d = digest(Suite::Gemm, "r", &run).power.unwrap();
+        assert_eq!((d.idle_watts, d.busy_watts, d.gpus), (Some(71.0), Some(690.0), Some(8)));
+        assert_eq!(d.zones, "GPU 0 (NVIDIA H100)");
+        // A count no inventory would hold is not kept.
+        for gpus in ["0", "65", "-1", "many"] {
+            assert_eq!(power_digest(Suite::Gemm, &[power("busy", 690.0, gpus)]).unwrap().gpus, None, "{gpus}");
+        }
+    }
+
+    #[test]
+    fn a_gpu_nodes_power_is_every_gpu_at_the_measured_ones_draw_and_its_cpus() {
+        let gpu = PowerDigest {
+            idle_watts: Some(70.0),
+            busy_watts: Some(690.0),
+            zones: "GPU 0 (H100)".into(),
+            gpus: Some(8),
+        };
+        let cpu =
+            PowerDigest { idle_watts: Some(100.0), busy_watts: Some(400.0), zones: "package-0".into(), gpus: None };
+        let node = PowerDigest::of_gpu_node(&gpu, 8, Some(&cpu));
+        assert_eq!((node.idle_watts, node.busy_watts, node.gpus), (Some(660.0), Some(5920.0), Some(8)));
+        assert_eq!(node.zones, "GPUs (NVML): 8 GPUs, each drawing what GPU 0 (H100) did; CPUs (RAPL): package-0");
+        let alone = PowerDigest::of_gpu_node(&gpu, 1, None);
+        assert_eq!((alone.idle_watts, alone.busy_watts), (Some(70.0), Some(690.0)));
+        assert_eq!(alone.zones, "GPUs (NVML): GPU 0 (H100); CPUs not measured (no RAPL)");
+        // A CPU reading without its busy half leaves the node's busy figure unknown rather than
+        // the GPUs' alone labelled as the node's.
+        let idle_cpu = PowerDigest { busy_watts: None, ..cpu };
+        assert_eq!(PowerDigest::of_gpu_node(&gpu, 8, Some(&idle_cpu)).busy_watts, None);
+        // 64 GPUs at an uploaded 90 kW each are past any replica's power.
+        let hostile = PowerDigest { busy_watts: Some(90_000.0), ..gpu.clone() };
+        assert_eq!(PowerDigest::of_gpu_node(&hostile, 64, None).busy_watts, None);
+    }
+
+    #[test]
     fn a_system_runs_power_is_its_idle_and_busy_reads() {
         let zones = [("source", "rapl"), ("zones", "package-0")];
         let power = |state: &str, watts: f64| {
@@ -483,12 +568,13 @@ mod tests {
             ..power("idle", 0.0)
         };
         let run = [power("idle", 11.5), power("busy", 48.0), m(Suite::System, "memcpy", &[], 1e9, 1e9, 1e9)];
-        let d = power_digest(&run).unwrap();
-        assert_eq!((d.idle_watts, d.busy_watts, d.zones.as_str()), (Some(11.5), Some(48.0), "package-0"));
+        let d = power_digest(Suite::System, &run).unwrap();
+        assert_eq!((d.idle_watts, d.busy_watts, d.zones.as_str(), d.gpus), (Some(11.5), Some(48.0), "package-0", None));
         assert_eq!(digest(Suite::System, "r", &run).power, Some(d));
-        assert_eq!(power_digest(&[skipped]), None, "a node without RAPL has no power");
-        assert_eq!(power_digest(&[power("busy", f64::NAN), power("warm", 3.0)]), None);
-        assert_eq!(power_digest(&[power("busy", 0.0), power("idle", 1e13)]), None, "not plausible");
+        assert_eq!(power_digest(Suite::System, &[skipped]), None, "a node without RAPL has no power");
+        assert_eq!(power_digest(Suite::System, &[power("busy", f64::NAN), power("warm", 3.0)]), None);
+        assert_eq!(power_digest(Suite::System, &[power("busy", 0.0), power("idle", 1e13)]), None, "not plausible");
+        assert_eq!(power_digest(Suite::Gemm, &run), None, "another suite's power is not this one's");
         // Only the system suite's digests are read anew for it (and the endpoint suite's for
         // its noise bands and its LLM steps' bands); the others keep theirs.
         assert_eq!((digest_version(Suite::System), digest_version(Suite::Endpoint)), (3, 4));

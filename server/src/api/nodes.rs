@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use app::data::{MeasuredFleet, MeasuredNode, MeasuredService, TRANSPORT_NODES, TransportRun};
 use axum::Json;
 use axum::extract::State;
+use model::wire::measured::{self, PowerDigest};
 use model::wire::view::PriceOffer;
-use model::{FleetView, NodeSummary, Suite, wire::measured};
+use model::{FleetView, NodeSummary, Suite};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -76,18 +77,7 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
         else {
             continue;
         };
-        // RAPL counts CPU packages and DRAM: a node's power only where that is its compute (a
-        // node with GPUs draws most of its power in them, which RAPL does not see).
-        let power = if node.gpus.is_empty() {
-            store
-                .node_digests(&node.node_id, Suite::System, 1)
-                .await?
-                .into_iter()
-                .next()
-                .and_then(|d| Some((d.digest.power?, d.run_id.to_string())))
-        } else {
-            None
-        };
+        let power = node_power(store, node).await?;
         nodes.push(MeasuredNode {
             power,
             node_id: node.node_id.clone(),
@@ -104,6 +94,29 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
     }
     let services = measured_services(store).await?;
     Ok(MeasuredFleet { nodes, services })
+}
+
+/// A node's power where it was measured, with the run that measured it: its CPU packages and
+/// DRAM (RAPL, its newest system run) on a node without GPUs; on a node with GPUs, its GPUs as
+/// the newest gemm run read one of them (NVML) plus the CPUs where RAPL could read them, and
+/// nothing without a GPU reading (RAPL alone would miss most of such a node's draw).
+async fn node_power(store: &Store, node: &NodeSummary) -> Result<Option<(PowerDigest, String)>, ApiError> {
+    let newest = |suite: Suite| async move {
+        Ok::<_, ApiError>(
+            store
+                .node_digests(&node.node_id, suite, 1)
+                .await?
+                .into_iter()
+                .next()
+                .and_then(|d| Some((d.digest.power?, d.run_id.to_string()))),
+        )
+    };
+    let cpu = newest(Suite::System).await?;
+    if node.gpus.is_empty() {
+        return Ok(cpu);
+    }
+    let Some((gpu, run)) = newest(Suite::Gemm).await? else { return Ok(None) };
+    Ok(Some((PowerDigest::of_gpu_node(&gpu, node.gpus.len(), cpu.as_ref().map(|(c, _)| c)), run)))
 }
 
 /// The newest transport run of each of the [`TRANSPORT_NODES`] nodes measured last, newest first.

@@ -64,10 +64,38 @@ pub struct Config {
     pub warmup: Option<Duration>,
     pub max_in_flight: usize,
     pub timeout: Duration,
-    /// A step whose send lag p99 exceeds this is marked client-limited.
-    pub max_send_lag: Duration,
+    /// How late a send may go before its step is marked client-limited.
+    pub max_send_lag: LagBound,
     pub slo: Slo,
     pub seed: Option<u64>,
+}
+
+/// How late a send may go before its step is not trusted: its send lag p99 above the bound, or
+/// its median lag above a tenth of it, marks the step client-limited.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LagBound {
+    /// `--max-send-lag`: this, whatever the service's latency (1 ms is fair on dedicated
+    /// hardware).
+    Fixed(Duration),
+    /// The default: [`DEFAULT_SEND_LAG`], or a twentieth of the step's p99 latency where that
+    /// is more (of its time to first token, for an LLM). Every latency is timed from the
+    /// scheduled send, so a send that late adds at most 5 % to the p99 it is judged by; a
+    /// shared VM wakes a sleeping thread a few milliseconds late at p99 even when idle, and at
+    /// one LLM request a second the p99 of a step's lags is the latest of a few dozen.
+    Relative,
+}
+
+/// The least bound [`LagBound::Relative`] allows.
+pub const DEFAULT_SEND_LAG: Duration = Duration::from_millis(10);
+
+impl LagBound {
+    /// The lag allowed in a step whose p99 latency (TTFT for an LLM) is `p99`.
+    pub fn allowed(self, p99: Duration) -> Duration {
+        match self {
+            LagBound::Fixed(bound) => bound,
+            LagBound::Relative => DEFAULT_SEND_LAG.max(p99 / 20),
+        }
+    }
 }
 
 /// A header value that never shows in a log or a `{:?}`.
@@ -539,7 +567,7 @@ impl Step {
         ran: &load::Ran,
         slo: &Slo,
         llm: bool,
-        max_send_lag: Duration,
+        max_send_lag: LagBound,
     ) -> Step {
         let measured: Vec<&Outcome> = ran.outcomes.iter().filter(|o| o.offset >= from && o.offset < to).collect();
         let window = (to - from).max(1e-9);
@@ -608,7 +636,9 @@ impl Step {
         }
         // Behind schedule now and then (a virtual machine's scheduler wakes a sleeping thread a
         // few milliseconds late at p99 even when idle), or behind all the time, or out of CPU.
-        let allowed = max_send_lag.as_nanos() as f64;
+        let judged = llm_figures.as_ref().map_or(&latency, |figures| &figures.ttft);
+        let p99 = if judged.is_empty() { 0 } else { judged.value_at_quantile(0.99) };
+        let allowed = max_send_lag.allowed(Duration::from_nanos(p99)).as_nanos() as f64;
         let capped = measured.iter().filter(|o| o.capped.is_some()).count() as u64;
         let mut served: Vec<Duration> = measured
             .iter()
@@ -862,11 +892,31 @@ mod tests {
     }
 
     #[test]
+    fn the_default_lag_bound_grows_with_the_latency_it_would_move() {
+        // 20 sends a second for 4 s, one of them 15 ms late: trusted where the p99 it moves is
+        // 400 ms (15 ms is under its twentieth), not where it is 3 ms, nor under a fixed 10 ms.
+        let late = |latency: f64| {
+            let mut outcomes: Vec<Outcome> = (0..80).map(|i| outcome(f64::from(i) * 0.05, latency, Ok(None))).collect();
+            outcomes[40].lag = Duration::from_millis(15);
+            load::Ran { outcomes, cpu: 0.01 }
+        };
+        let limited = |latency: f64, bound: LagBound| {
+            Step::summarise(20.0, (0.0, 4.0), &late(latency), &Slo::default(), false, bound).client_limited
+        };
+        assert!(!limited(0.4, LagBound::Relative));
+        assert!(limited(0.003, LagBound::Relative), "10 ms at least");
+        assert!(limited(0.4, LagBound::Fixed(Duration::from_millis(10))), "--max-send-lag is kept as given");
+        assert_eq!(LagBound::Relative.allowed(Duration::from_secs(1)), Duration::from_millis(50));
+        assert_eq!(LagBound::Relative.allowed(Duration::ZERO), DEFAULT_SEND_LAG);
+    }
+
+    #[test]
     fn a_slow_service_that_keeps_up_achieves_its_offered_rate() {
         // 10 requests a second for 5 s, each taking 2 s: the service keeps up, just slowly.
         let outcomes = (0..50).map(|i| outcome(f64::from(i) * 0.1, 2.0, Ok(None))).collect();
         let ran = load::Ran { outcomes, cpu: 0.01 };
-        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+        let mut step =
+            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, LagBound::Fixed(Duration::from_millis(10)));
         step.judge(None);
         assert!((step.offered - 10.0).abs() < 1e-9 && (step.achieved - 10.0).abs() < 0.5, "{}", step.line());
         assert!(!step.saturated && !step.client_limited, "{}", step.line());
@@ -875,7 +925,8 @@ mod tests {
             .map(|i| outcome(f64::from(i) * 0.1, 0.01, if i % 2 == 0 { Ok(None) } else { Err(Failure::Status(503)) }))
             .collect();
         let ran = load::Ran { outcomes, cpu: 0.01 };
-        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+        let mut step =
+            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, LagBound::Fixed(Duration::from_millis(10)));
         step.judge(None);
         assert!(step.saturated && step.errors.get("http_503") == Some(&20), "{:?}", step.errors);
     }
@@ -885,7 +936,7 @@ mod tests {
         let unloaded = {
             let outcomes = (0..50).map(|i| outcome(f64::from(i) * 0.1, 0.002, Ok(None))).collect();
             let ran = load::Ran { outcomes, cpu: 0.01 };
-            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10))
+            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, LagBound::Fixed(Duration::from_millis(10)))
         };
         // Every request waited 100 ms for a place; at the server it then took `served`.
         let capped = |served: f64| {
@@ -897,7 +948,14 @@ mod tests {
                 })
                 .collect();
             let ran = load::Ran { outcomes, cpu: 0.05 };
-            let mut step = Step::summarise(100.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+            let mut step = Step::summarise(
+                100.0,
+                (1.0, 5.0),
+                &ran,
+                &Slo::default(),
+                false,
+                LagBound::Fixed(Duration::from_millis(10)),
+            );
             step.judge(Some(&unloaded));
             step
         };
@@ -919,7 +977,14 @@ mod tests {
             let outcomes =
                 (0..(per_second * 5.0) as usize).map(|i| outcome(i as f64 / per_second, latency, Ok(None))).collect();
             let ran = load::Ran { outcomes, cpu: 0.01 };
-            let mut step = Step::summarise(0.0, (1.0, 5.0), &ran, &Slo::default(), false, Duration::from_millis(10));
+            let mut step = Step::summarise(
+                0.0,
+                (1.0, 5.0),
+                &ran,
+                &Slo::default(),
+                false,
+                LagBound::Fixed(Duration::from_millis(10)),
+            );
             step.in_flight = Some(n);
             step
         };
@@ -950,8 +1015,14 @@ mod tests {
         let step = |rate: f64, saturated: bool, client_limited: bool| {
             let outcomes = (0..50).map(|i| outcome(f64::from(i) / rate, 0.002, Ok(None))).collect();
             let ran = load::Ran { outcomes, cpu: 0.01 };
-            let mut step =
-                Step::summarise(rate, (0.0, 50.0 / rate), &ran, &Slo::default(), false, Duration::from_millis(10));
+            let mut step = Step::summarise(
+                rate,
+                (0.0, 50.0 / rate),
+                &ran,
+                &Slo::default(),
+                false,
+                LagBound::Fixed(Duration::from_millis(10)),
+            );
             (step.saturated, step.client_limited) = (saturated, client_limited);
             step
         };

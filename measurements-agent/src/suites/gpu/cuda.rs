@@ -175,6 +175,22 @@ mod without_cuda {
         ) -> Result<(Vec<f32>, f64), String> {
             Err("no GPU".into())
         }
+
+        pub fn pci_address(&self) -> Option<crate::power::PciAddress> {
+            None
+        }
+
+        pub fn fp16_gemm_load(&self, _: usize) -> Result<GemmLoad, String> {
+            Err("no GPU".into())
+        }
+    }
+
+    pub struct GemmLoad;
+
+    impl GemmLoad {
+        pub fn run_for(&mut self, _: std::time::Duration) -> Result<usize, String> {
+            Err("no GPU".into())
+        }
     }
 }
 
@@ -364,6 +380,70 @@ mod with_cuda {
                 GemmPrecision::Fp16 => run!(half::f16, half::f16::from_f32, |x: half::f16| x.to_f32()),
                 GemmPrecision::Bf16 => run!(half::bf16, half::bf16::from_f32, |x: half::bf16| x.to_f32()),
             })
+        }
+
+        /// Where the GPU sits on the PCI bus, to find it among NVML's.
+        pub fn pci_address(&self) -> Option<crate::power::PciAddress> {
+            use cudarc::driver::sys::CUdevice_attribute::{
+                CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+            };
+            let read = |a| self.ctx.attribute(a).ok().and_then(|v| u32::try_from(v).ok());
+            Some(crate::power::PciAddress {
+                domain: read(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                bus: read(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                device: read(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+            })
+        }
+
+        /// FP16 `size`³ cuBLAS GEMMs ready to run back to back (the GPU's busiest work: tensor
+        /// cores on every SM), their inputs on the GPU.
+        pub fn fp16_gemm_load(&self, size: usize) -> Result<GemmLoad, String> {
+            // SAFETY: only tries to load the cuBLAS library by name.
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err("no cuBLAS library".into());
+            }
+            let blas = CudaBlas::new(self.stream.clone()).map_err(err)?;
+            let (a, b) = gemm_inputs(size, size, size, 0x90_5eed);
+            let a: Vec<half::f16> = a.iter().map(|&x| half::f16::from_f32(x)).collect();
+            let b: Vec<half::f16> = b.iter().map(|&x| half::f16::from_f32(x)).collect();
+            Ok(GemmLoad {
+                a: self.stream.clone_htod(&a).map_err(err)?,
+                b: self.stream.clone_htod(&b).map_err(err)?,
+                c: self.stream.alloc_zeros::<half::f16>(size * size).map_err(err)?,
+                size,
+                stream: self.stream.clone(),
+                blas,
+            })
+        }
+    }
+
+    /// FP16 GEMMs on the GPU, to load it ([`Gpu::fp16_gemm_load`]).
+    pub struct GemmLoad {
+        blas: CudaBlas,
+        a: CudaSlice<half::f16>,
+        b: CudaSlice<half::f16>,
+        c: CudaSlice<half::f16>,
+        size: usize,
+        stream: Arc<CudaStream>,
+    }
+
+    impl GemmLoad {
+        /// GEMMs back to back for at least `at_least`, synchronised every few so the host sees
+        /// the time; how many ran.
+        pub fn run_for(&mut self, at_least: std::time::Duration) -> Result<usize, String> {
+            let n = self.size;
+            let one = config(n, n, n, half::f16::ONE, half::f16::ZERO);
+            let start = Instant::now();
+            let mut ran = 0;
+            while start.elapsed() < at_least {
+                for _ in 0..8 {
+                    // SAFETY: a, b and c are allocated with the sizes the config names.
+                    unsafe { self.blas.gemm(one, &self.a, &self.b, &mut self.c) }.map_err(err)?;
+                }
+                self.stream.synchronize().map_err(err)?;
+                ran += 8;
+            }
+            Ok(ran)
         }
     }
 }

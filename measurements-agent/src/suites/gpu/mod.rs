@@ -7,11 +7,13 @@
 pub mod cuda;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use model::{Measurement, MeasurementStatus, Suite, Unit};
 
 use self::cuda::{Direction, GemmPrecision, HostMemory};
 use super::{Benchmark, Effort, Progress};
+use crate::power::{self, Energy, Nvml};
 use crate::stats::summarize;
 
 pub struct TransferSuite;
@@ -228,9 +230,14 @@ impl Benchmark for GemmSuite {
             progress,
         ) {
             Ok(gpu) => gpu,
-            Err(skipped) => return Ok(skipped),
+            Err(mut out) => {
+                let reason = out.first().and_then(|m| m.reason.clone()).unwrap_or_default();
+                out.push(power::skipped::<Nvml>(Suite::Gemm, None, &reason, &[]));
+                return Ok(out);
+            }
         };
-        let mut out = Vec::new();
+        // Idle first, before any GEMM warms the GPU.
+        let mut out = gpu_power(&gpu, effort, progress);
         for case in cases {
             let (precision, (m, n, k)) = case;
             match gpu.gemm(precision, m, n, k, trials) {
@@ -264,4 +271,47 @@ impl Benchmark for GemmSuite {
         }
         Ok(out)
     }
+}
+
+/// Square FP16 GEMMs of this size keep every SM's tensor cores busy: the most a GPU draws.
+const POWER_GEMM: usize = 8192;
+
+/// The power of the GPU the suite uses, from NVML's energy counter: idle (its context open,
+/// nothing running) and under FP16 GEMMs back to back after a warm-up, with the GPUs NVML lists
+/// on the node (the server counts each at this one's draw). Skipped with the reason where the
+/// counter cannot be read.
+fn gpu_power(gpu: &cuda::Gpu, effort: Effort, progress: &mut Progress) -> Vec<Measurement> {
+    let (idle, warmup, busy) = if effort.quick {
+        (Duration::from_secs(1), Duration::from_millis(500), Duration::from_secs(2))
+    } else {
+        (Duration::from_secs(3), Duration::from_secs(2), Duration::from_secs(6))
+    };
+    let nvml = match Nvml::open(gpu.pci_address()) {
+        Ok(nvml) => nvml,
+        Err(reason) => {
+            progress.line(&format!("gemm: power not measured: {reason}"));
+            return vec![power::skipped::<Nvml>(Suite::Gemm, None, &reason, &[])];
+        }
+    };
+    let gpus = [("gpus", nvml.count.to_string())];
+    let idle = nvml.during(|| std::thread::sleep(idle)).0;
+    let mut out = vec![power::case(Suite::Gemm, "idle", &nvml, idle, &gpus)];
+    let load = [("gpus", nvml.count.to_string()), ("load", format!("fp16 gemm {POWER_GEMM}"))];
+    // The inputs are made and copied before the window, which holds GEMMs alone.
+    let loaded = gpu.fp16_gemm_load(POWER_GEMM).and_then(|mut load| {
+        load.run_for(warmup)?;
+        let (watts, ran) = nvml.during(|| load.run_for(busy));
+        ran.map(|_| watts)
+    });
+    out.push(match loaded {
+        Ok(watts) => power::case(Suite::Gemm, "busy", &nvml, watts, &load),
+        Err(e) => Measurement {
+            status: MeasurementStatus::Failed,
+            ..power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &e, &load)
+        },
+    });
+    for line in power::said(&out, &nvml.describe()) {
+        progress.line(&format!("gemm: {line}"));
+    }
+    out
 }
