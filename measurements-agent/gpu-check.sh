@@ -74,17 +74,23 @@ python3 - "$OUT/run.json" <<'PY'
 import json, subprocess, sys, time
 run = json.load(open(sys.argv[1]))
 power = {m["parameters"].get("state", "?"): m for m in run["measurements"] if m["suite"] == "gemm" and m["case"] == "power"}
-def smi():
-    out = subprocess.run(["nvidia-smi", "--id=0", "--query-gpu=power.draw", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True).stdout
-    return float(out.strip().splitlines()[0])
 try:
     import torch
-    idle = []
-    for _ in range(10):
-        idle.append(smi()); time.sleep(0.1)
+    # CUDA's GPU 0, which the agent and PyTorch use, by its PCI address (nvidia-smi's --id=0 is
+    # NVML's first, which may be another card).
+    props = torch.cuda.get_device_properties(0)
+    bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    def smi():
+        out = subprocess.run(["nvidia-smi", f"--id={bus}", "--query-gpu=power.draw", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, check=True).stdout
+        return float(out.strip().splitlines()[0])
+    # Idle as the agent reads it: a context open, nothing running.
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    torch.cuda.synchronize(); time.sleep(1)
+    idle = []
+    for _ in range(20):
+        idle.append(smi()); time.sleep(0.1)
     end = time.time() + 2
     while time.time() < end:
         a @ b; torch.cuda.synchronize()

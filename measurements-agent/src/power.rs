@@ -42,13 +42,17 @@ pub trait Energy {
     /// A window over which no counter moved is refused rather than read as 0 W (some virtual
     /// machines publish counters that never advance), as is one of more than [`MAX_WATTS`].
     fn during<T>(&self, work: impl FnOnce() -> T) -> (Result<(f64, Duration), String>, T) {
-        let before = self.read();
+        let before = self.on_update();
         let start = Instant::now();
         let out = work();
-        let elapsed = start.elapsed();
+        let after = self.on_update();
         let source = Self::SOURCE;
+        let elapsed = match (&before, &after) {
+            (Ok((_, from)), Ok((_, to))) => to.saturating_duration_since(*from),
+            _ => start.elapsed(),
+        };
         let watts = (|| {
-            let (before, after) = (before?, self.read()?);
+            let (before, after) = (before?.0, after?.0);
             let joules = self
                 .joules(&before, &after)
                 .ok_or_else(|| format!("no {source}: a counter of {} went back or past its range", self.describe()))?;
@@ -70,7 +74,26 @@ pub trait Energy {
         })();
         (watts, out)
     }
+
+    /// The counters as soon as one of them moves (at most [`ALIGN`] later), and when: a window
+    /// that starts and ends on an update holds whole updates of counters that move in steps
+    /// (NVML's, every few tens of milliseconds; RAPL's about every millisecond).
+    fn on_update(&self) -> Result<(Vec<u64>, Instant), String> {
+        let first = self.read()?;
+        let began = Instant::now();
+        loop {
+            let now = self.read()?;
+            let at = Instant::now();
+            if now != first || at.duration_since(began) >= ALIGN {
+                return Ok((now, at));
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
 }
+
+/// The longest [`Energy::on_update`] waits for a counter to move.
+pub const ALIGN: Duration = Duration::from_millis(250);
 
 /// The RAPL energy counters of every CPU package (and its DRAM, where counted apart).
 #[derive(Debug)]
@@ -295,6 +318,9 @@ mod nvml {
         }
     }
 
+    /// `nvmlDeviceGetMigMode`'s "enabled" (nvml.h; the wrapper does not export it).
+    const NVML_DEVICE_MIG_ENABLE: u32 = 1;
+
     impl Nvml {
         /// The GPU at `at` (else NVML's first), or why its energy cannot be read.
         pub fn open(at: Option<PciAddress>) -> Result<Nvml, String> {
@@ -304,8 +330,10 @@ mod nvml {
                 .map_err(|e| format!("no NVML: {e}"))?;
             let count = nvml.device_count().map_err(|e| format!("no NVML: cannot count the GPUs: {e}"))?;
             let index = match at {
-                None if count > 0 => 0,
-                None => return Err("no NVML: it lists no GPU".into()),
+                None if count == 1 => 0,
+                None if count == 0 => return Err("no NVML: it lists no GPU".into()),
+                // Which of them CUDA loads is not known: NVML's first may sit idle meanwhile.
+                None => return Err(format!("no NVML: CUDA gave no PCI address to find its GPU among {count}")),
                 Some(at) => (0..count)
                     .find(|&i| {
                         nvml.device_by_index(i)
@@ -322,6 +350,19 @@ mod nvml {
                     return Err(format!("no NVML: {name} has no energy counter (Volta and later GPUs have one)"));
                 }
                 Err(e) => return Err(format!("no NVML: cannot read the energy of {name}: {e}")),
+            }
+            // Under MIG the counter is the board's, shared by every instance on it.
+            if device.mig_mode().is_ok_and(|mode| mode.current == NVML_DEVICE_MIG_ENABLE) {
+                return Err(format!("no NVML: {name} is split by MIG, and its energy counter counts every instance"));
+            }
+            // This agent is one compute process on it; another's work would be counted as ours.
+            if let Ok(processes) = device.running_compute_processes()
+                && processes.len() > 1
+            {
+                return Err(format!(
+                    "no NVML: {name} runs {} other compute process(es), whose power would be counted as this suite's",
+                    processes.len() - 1
+                ));
             }
             Ok(Nvml { nvml, index, name, count })
         }

@@ -227,6 +227,14 @@ async fn a_gpu_nodes_power_is_its_gpus_as_nvml_read_one_and_its_cpus() {
         let app = spawn(&db).await;
         let agent = app.agent_token("agent-p").await;
         let viewer = app.user_token(Role::Viewer).await;
+        // The quantization runs the pages size with are stored as they are (their made-up
+        // figures include a negative accuracy change that ingest's checks refuse); the power
+        // readings come through the real ingest.
+        let store_agent = app.store.upsert_agent("agent-p", &headroom_server::auth::hash_token(&agent)).await.unwrap();
+        let store = |run: model::RunUpload| {
+            let (app, store_agent) = (&app, &store_agent);
+            async move { app.store.insert_run(store_agent, &run).await.unwrap() }
+        };
         let upload = |run: model::RunUpload| {
             let (app, agent) = (&app, &agent);
             async move {
@@ -252,7 +260,7 @@ async fn a_gpu_nodes_power_is_its_gpus_as_nvml_read_one_and_its_cpus() {
         };
         let mut cpu = common::fleet_run("cpu-node", 1_796_000_000_000, 1.0);
         cpu.measurements.push(power(Suite::System, "busy", 120.0, &rapl));
-        upload(cpu).await;
+        store(cpu).await;
         let mut gpu = common::fleet_run("gpu-node", 1_796_000_000_000, 1.0);
         gpu.node.instance_type = Some("p5.48xlarge".into());
         gpu.node.gpus = (0..4)
@@ -267,7 +275,7 @@ async fn a_gpu_nodes_power_is_its_gpus_as_nvml_read_one_and_its_cpus() {
             .collect();
         gpu.measurements.push(power(Suite::System, "idle", 100.0, &rapl));
         gpu.measurements.push(power(Suite::System, "busy", 300.0, &rapl));
-        upload(gpu.clone()).await;
+        store(gpu.clone()).await;
 
         let (cpu_node, gpu_node) = fleet().await;
         assert_eq!(cpu_node["power"][0]["busy_watts"], 120.0, "{}: {cpu_node}", db.backend);
@@ -289,11 +297,26 @@ async fn a_gpu_nodes_power_is_its_gpus_as_nvml_read_one_and_its_cpus() {
             db.backend
         );
         assert_eq!(digest["gpus"], 4);
+        let cpu_run = &gpu.run_id.to_string()[..8];
         assert_eq!(
             digest["zones"],
-            "GPUs (NVML): 4 GPUs, each drawing what GPU 0 (NVIDIA H100 80GB HBM3) did; CPUs (RAPL): package-0"
+            format!(
+                "GPUs (NVML): 4 GPUs, each drawing what GPU 0 (NVIDIA H100 80GB HBM3) did; CPUs (RAPL, run {cpu_run}): package-0"
+            )
         );
         assert_eq!(run, &Value::String(gemm.run_id.to_string()), "the run that read the GPU is named");
+
+        // A newer gemm run where NVML listed two GPUs, not the inventory's four: one GPU's draw
+        // no longer stands for the node's.
+        let mut fewer = gemm.clone();
+        fewer.run_id = uuid::Uuid::new_v4();
+        fewer.started_at_ms += 60_000;
+        fewer.finished_at_ms += 60_000;
+        let two = [("source", "nvml"), ("zones", "GPU 0 (NVIDIA H100 80GB HBM3)"), ("gpus", "2")];
+        fewer.measurements = vec![power(Suite::Gemm, "busy", 650.0, &two)];
+        upload(fewer).await;
+        let (_, gpu_node) = fleet().await;
+        assert_eq!(gpu_node["power"], Value::Null, "{}: {gpu_node}", db.backend);
         app.stop().await;
         db.drop_database().await;
     }

@@ -206,7 +206,10 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
             let power = match (measured, grid.is_some()) {
                 (Some((w, p, run)), true) => {
                     let what = if p.gpus.is_some() { p.zones.as_str() } else { "RAPL" };
-                    format!("; power {w:.0} W measured under load ({what}, run {})", &run[..8.min(run.len())])
+                    format!(
+                        "; power {w:.0} W measured under load ({what}; power supplies and fans not counted; run {})",
+                        &run[..8.min(run.len())]
+                    )
                 }
                 (None, true) => "; power not measured (no RAPL on the node, or a GPU node without a gemm run that \
                                  read NVML): emissions unknown"

@@ -11,7 +11,7 @@ use crate::plan::memory::Precision;
 use crate::plan::rightsize::{Hardware, PerfPoint, Source};
 use crate::plan::transport::TransportMeasurement;
 use crate::units::{Bytes, Seconds, UsdPerHour};
-use crate::wire::run::{Case, Measurement, MeasurementStatus, Suite};
+use crate::wire::run::{Case, GpuInfo, Measurement, MeasurementStatus, Suite};
 use crate::wire::view::NodeSummary;
 
 /// z of the 99th percentile of a standard normal.
@@ -133,8 +133,9 @@ pub fn best_fp32_throughput(measurements: &[Measurement]) -> Option<f64> {
 pub const DIGEST_VERSION: i64 = 2;
 
 /// Suites whose reading changed since [`DIGEST_VERSION`]: the system suite's power (3), the
-/// endpoint suite's noise bands and ITL ranks (3), and its LLM steps' TTFT and ITL bands (4).
-pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 2] = [(Suite::System, 3), (Suite::Endpoint, 4)];
+/// endpoint suite's noise bands and ITL ranks (3), its LLM steps' TTFT and ITL bands (4), and
+/// the gemm suite's GPU power (3).
+pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 3] = [(Suite::System, 3), (Suite::Endpoint, 4), (Suite::Gemm, 3)];
 
 /// The reading of `suite`'s runs this build stores.
 pub fn digest_version(suite: Suite) -> i64 {
@@ -191,40 +192,56 @@ pub struct PowerDigest {
     pub gpus: Option<u32>,
 }
 
-/// The measured power of a `system` or `gemm` run; `None` where it was skipped or is not
-/// finite.
+/// The most one GPU is taken to draw: above any datasheet's board power (1.4 kW for the
+/// largest at the time of writing), so an upload past it is no GPU's reading.
+pub const MAX_GPU_WATTS: f64 = 2_500.0;
+
+/// The measured power of a `system` run (RAPL) or a `gemm` run (NVML, one GPU); `None` where it
+/// was skipped or is not finite.
 pub fn power_digest(suite: Suite, measurements: &[Measurement]) -> Option<PowerDigest> {
+    let gpu = suite == Suite::Gemm;
+    // A reading the agent would not make (none, past a replica's or a GPU's bound, or a gemm
+    // run's not from NVML) is not a figure: an agent token may upload anything.
+    let most = if gpu { MAX_GPU_WATTS } else { crate::plan::carbon::MAX_WATTS };
     let mut digest = PowerDigest { idle_watts: None, busy_watts: None, zones: String::new(), gpus: None };
     for m in measurements.iter().filter(|m| m.suite == suite && m.is(Case::Power)) {
-        // A reading the agent would not make (none, or past a replica's bound) is not a figure:
-        // an agent token may upload anything.
-        let plausible = |w: &f64| *w > 0.0 && *w <= crate::plan::carbon::MAX_WATTS;
-        let Some(watts) = ok(m).map(|s| s.mean).filter(plausible) else { continue };
+        if gpu && m.parameters.get("source").map(String::as_str) != Some("nvml") {
+            continue;
+        }
+        let Some(watts) = ok(m).map(|s| s.mean).filter(|w| *w > 0.0 && *w <= most) else { continue };
         match m.parameters.get("state").map(String::as_str) {
             Some("idle") => digest.idle_watts = Some(watts),
             Some("busy") => digest.busy_watts = Some(watts),
             _ => continue,
         }
         digest.zones = m.parameters.get("zones").cloned().unwrap_or_default();
-        // At most the inventory's bound: an agent token may upload anything.
-        digest.gpus = m
-            .parameters
-            .get("gpus")
-            .and_then(|g| g.parse::<u32>().ok())
-            .filter(|g| (1..=crate::wire::validate::MAX_GPUS as u32).contains(g));
+        if gpu {
+            // At most the inventory's bound.
+            digest.gpus = m
+                .parameters
+                .get("gpus")
+                .and_then(|g| g.parse::<u32>().ok())
+                .filter(|g| (1..=crate::wire::validate::MAX_GPUS as u32).contains(g));
+        }
     }
     (digest.idle_watts.is_some() || digest.busy_watts.is_some()).then_some(digest)
 }
 
 impl PowerDigest {
-    /// A GPU node's power: each of its `gpus` (the inventory's count) at the draw of the one
-    /// a gemm run measured (`gpu`, NVML), plus its CPU packages and DRAM where a system run
-    /// read them (`cpu`, RAPL). Every GPU is taken to draw what the measured one did, idle and
-    /// under load: a node's GPUs are of one type, and a serving node loads them alike. Without
-    /// the CPUs' reading the figure is the GPUs' alone, and `zones` says so.
-    pub fn of_gpu_node(gpu: &PowerDigest, gpus: usize, cpu: Option<&PowerDigest>) -> PowerDigest {
-        let n = gpus.max(1) as f64;
-        // Past a replica's bound the sum is no figure (each part was within it).
+    /// A GPU node's power: each GPU of its inventory (`gpus`) at the draw of the one a gemm run
+    /// measured (`gpu`, NVML), plus its CPU packages and DRAM where a system run (`cpu`, with
+    /// its run id) read them (RAPL). Every GPU is taken to draw what the measured one did, idle
+    /// and under load, so only on a node whose GPUs are all of one model and as many as NVML
+    /// listed when it measured; else `None`, as one GPU's draw does not stand for the others.
+    /// Without the CPUs' reading the figure is the GPUs' alone, and `zones` says so. Neither
+    /// part counts power supplies, fans, disks or the GPUs' switches.
+    pub fn of_gpu_node(gpu: &PowerDigest, gpus: &[GpuInfo], cpu: Option<(&PowerDigest, &str)>) -> Option<PowerDigest> {
+        let first = gpus.first()?;
+        if gpu.gpus != Some(gpus.len() as u32) || gpus.iter().any(|g| g.name != first.name) {
+            return None;
+        }
+        let n = gpus.len() as f64;
+        // Past a replica's bound the sum is no figure (each part was within its own).
         let sum = |g: Option<f64>, c: Option<f64>| {
             let watts = match cpu {
                 Some(_) => g? * n + c?,
@@ -232,18 +249,22 @@ impl PowerDigest {
             };
             Some(watts).filter(|w| *w <= crate::plan::carbon::MAX_WATTS)
         };
-        let each =
-            if gpus > 1 { format!("{gpus} GPUs, each drawing what {} did", gpu.zones) } else { gpu.zones.clone() };
+        let each = if gpus.len() > 1 {
+            format!("{} GPUs, each drawing what {} did", gpus.len(), gpu.zones)
+        } else {
+            gpu.zones.clone()
+        };
         let cpus = match cpu {
-            Some(cpu) => format!("CPUs (RAPL): {}", cpu.zones),
+            Some((cpu, run)) => format!("CPUs (RAPL, run {}): {}", &run[..8.min(run.len())], cpu.zones),
             None => "CPUs not measured (no RAPL)".into(),
         };
-        PowerDigest {
-            idle_watts: sum(gpu.idle_watts, cpu.and_then(|c| c.idle_watts)),
-            busy_watts: sum(gpu.busy_watts, cpu.and_then(|c| c.busy_watts)),
+        let c = cpu.map(|(c, _)| c);
+        Some(PowerDigest {
+            idle_watts: sum(gpu.idle_watts, c.and_then(|c| c.idle_watts)),
+            busy_watts: sum(gpu.busy_watts, c.and_then(|c| c.busy_watts)),
             zones: format!("GPUs (NVML): {each}; {cpus}"),
-            gpus: Some(gpus as u32),
-        }
+            gpus: Some(gpus.len() as u32),
+        })
     }
 }
 
@@ -522,10 +543,15 @@ mod tests {
         let d = digest(Suite::Gemm, "r", &run).power.unwrap();
         assert_eq!((d.idle_watts, d.busy_watts, d.gpus), (Some(71.0), Some(690.0), Some(8)));
         assert_eq!(d.zones, "GPU 0 (NVIDIA H100)");
-        // A count no inventory would hold is not kept.
+        // A count no inventory would hold is not kept, nor a figure no GPU draws, nor one not
+        // read through NVML.
         for gpus in ["0", "65", "-1", "many"] {
             assert_eq!(power_digest(Suite::Gemm, &[power("busy", 690.0, gpus)]).unwrap().gpus, None, "{gpus}");
         }
+        assert_eq!(power_digest(Suite::Gemm, &[power("busy", 2_600.0, "8")]), None);
+        let mut rapl = power("busy", 300.0, "8");
+        rapl.parameters.insert("source".into(), "rapl".into());
+        assert_eq!(power_digest(Suite::Gemm, &[rapl]), None);
     }
 
     #[test]
@@ -538,19 +564,41 @@ mod tests {
         };
         let cpu =
             PowerDigest { idle_watts: Some(100.0), busy_watts: Some(400.0), zones: "package-0".into(), gpus: None };
-        let node = PowerDigest::of_gpu_node(&gpu, 8, Some(&cpu));
+        let h100 = |n: usize| {
+            let one = GpuInfo {
+                name: "H100".into(),
+                memory_bytes: 80 << 30,
+                driver_version: None,
+                cuda_version: None,
+                pcie_generation: None,
+                pcie_width: None,
+            };
+            vec![one; n]
+        };
+        let node = PowerDigest::of_gpu_node(&gpu, &h100(8), Some((&cpu, "5e1f0000-aaaa"))).unwrap();
         assert_eq!((node.idle_watts, node.busy_watts, node.gpus), (Some(660.0), Some(5920.0), Some(8)));
-        assert_eq!(node.zones, "GPUs (NVML): 8 GPUs, each drawing what GPU 0 (H100) did; CPUs (RAPL): package-0");
-        let alone = PowerDigest::of_gpu_node(&gpu, 1, None);
+        assert_eq!(
+            node.zones,
+            "GPUs (NVML): 8 GPUs, each drawing what GPU 0 (H100) did; CPUs (RAPL, run 5e1f0000): package-0"
+        );
+        let one = PowerDigest { gpus: Some(1), ..gpu.clone() };
+        let alone = PowerDigest::of_gpu_node(&one, &h100(1), None).unwrap();
         assert_eq!((alone.idle_watts, alone.busy_watts), (Some(70.0), Some(690.0)));
         assert_eq!(alone.zones, "GPUs (NVML): GPU 0 (H100); CPUs not measured (no RAPL)");
         // A CPU reading without its busy half leaves the node's busy figure unknown rather than
         // the GPUs' alone labelled as the node's.
         let idle_cpu = PowerDigest { busy_watts: None, ..cpu };
-        assert_eq!(PowerDigest::of_gpu_node(&gpu, 8, Some(&idle_cpu)).busy_watts, None);
-        // 64 GPUs at an uploaded 90 kW each are past any replica's power.
-        let hostile = PowerDigest { busy_watts: Some(90_000.0), ..gpu.clone() };
-        assert_eq!(PowerDigest::of_gpu_node(&hostile, 64, None).busy_watts, None);
+        assert_eq!(PowerDigest::of_gpu_node(&gpu, &h100(8), Some((&idle_cpu, "r"))).unwrap().busy_watts, None);
+        // One GPU's draw stands for the others only on a node of one model, as many as NVML
+        // listed when it was measured.
+        assert_eq!(PowerDigest::of_gpu_node(&gpu, &h100(4), None), None);
+        let mut mixed = h100(8);
+        mixed[7].name = "NVIDIA T400".into();
+        assert_eq!(PowerDigest::of_gpu_node(&gpu, &mixed, None), None);
+        assert_eq!(PowerDigest::of_gpu_node(&gpu, &[], None), None);
+        // 64 GPUs at an uploaded 2 kW each are past any replica's power.
+        let hostile = PowerDigest { busy_watts: Some(2_000.0), gpus: Some(64), ..gpu.clone() };
+        assert_eq!(PowerDigest::of_gpu_node(&hostile, &h100(64), None).unwrap().busy_watts, None);
     }
 
     #[test]
@@ -577,9 +625,15 @@ mod tests {
         assert_eq!(power_digest(Suite::Gemm, &run), None, "another suite's power is not this one's");
         // Only the system suite's digests are read anew for it (and the endpoint suite's for
         // its noise bands and its LLM steps' bands); the others keep theirs.
-        assert_eq!((digest_version(Suite::System), digest_version(Suite::Endpoint)), (3, 4));
+        assert_eq!(
+            (digest_version(Suite::System), digest_version(Suite::Endpoint), digest_version(Suite::Gemm)),
+            (3, 4, 3)
+        );
         assert_eq!(digest_version(Suite::Quant), DIGEST_VERSION);
-        assert_eq!(digest_version_sql("suite"), "(CASE suite WHEN 'system' THEN 3 WHEN 'endpoint' THEN 4 ELSE 2 END)");
+        assert_eq!(
+            digest_version_sql("suite"),
+            "(CASE suite WHEN 'system' THEN 3 WHEN 'endpoint' THEN 4 WHEN 'gemm' THEN 3 ELSE 2 END)"
+        );
     }
 
     #[test]

@@ -99,7 +99,8 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
 /// A node's power where it was measured, with the run that measured it: its CPU packages and
 /// DRAM (RAPL, its newest system run) on a node without GPUs; on a node with GPUs, its GPUs as
 /// the newest gemm run read one of them (NVML) plus the CPUs where RAPL could read them, and
-/// nothing without a GPU reading (RAPL alone would miss most of such a node's draw).
+/// nothing without a GPU reading (RAPL alone would miss most of such a node's draw) or where
+/// one GPU's draw cannot stand for the others ([`PowerDigest::of_gpu_node`]).
 async fn node_power(store: &Store, node: &NodeSummary) -> Result<Option<(PowerDigest, String)>, ApiError> {
     let newest = |suite: Suite| async move {
         Ok::<_, ApiError>(
@@ -116,7 +117,8 @@ async fn node_power(store: &Store, node: &NodeSummary) -> Result<Option<(PowerDi
         return Ok(cpu);
     }
     let Some((gpu, run)) = newest(Suite::Gemm).await? else { return Ok(None) };
-    Ok(Some((PowerDigest::of_gpu_node(&gpu, node.gpus.len(), cpu.as_ref().map(|(c, _)| c)), run)))
+    let cpu = cpu.as_ref().map(|(power, run)| (power, run.as_str()));
+    Ok(PowerDigest::of_gpu_node(&gpu, &node.gpus, cpu).map(|power| (power, run)))
 }
 
 /// The newest transport run of each of the [`TRANSPORT_NODES`] nodes measured last, newest first.

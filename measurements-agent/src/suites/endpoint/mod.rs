@@ -77,11 +77,13 @@ pub enum LagBound {
     /// `--max-send-lag`: this, whatever the service's latency (1 ms is fair on dedicated
     /// hardware).
     Fixed(Duration),
-    /// The default: [`DEFAULT_SEND_LAG`], or a twentieth of the step's p99 latency where that
-    /// is more (of its time to first token, for an LLM). Every latency is timed from the
-    /// scheduled send, so a send that late adds at most 5 % to the p99 it is judged by; a
-    /// shared VM wakes a sleeping thread a few milliseconds late at p99 even when idle, and at
-    /// one LLM request a second the p99 of a step's lags is the latest of a few dozen.
+    /// The default: [`DEFAULT_SEND_LAG`], or a twentieth of the p99 of what the service took
+    /// (its time to first token, for an LLM; the lag taken off) where that is more, but never
+    /// more than the time between two sends at the step's rate (later than that, sends bunch
+    /// up). Every latency is timed from the scheduled send, so a send that late adds at most
+    /// 5 % to the p99 it is judged by; a shared VM wakes a sleeping thread a few milliseconds
+    /// late at p99 even when idle, and at one LLM request a second the p99 of a step's lags is
+    /// the latest of a few dozen.
     Relative,
 }
 
@@ -89,11 +91,16 @@ pub enum LagBound {
 pub const DEFAULT_SEND_LAG: Duration = Duration::from_millis(10);
 
 impl LagBound {
-    /// The lag allowed in a step whose p99 latency (TTFT for an LLM) is `p99`.
-    pub fn allowed(self, p99: Duration) -> Duration {
+    /// The lag allowed in a step at `rate` a second (0 for a closed loop) whose service took
+    /// `p99` at p99 (TTFT for an LLM).
+    pub fn allowed(self, p99: Duration, rate: f64) -> Duration {
         match self {
             LagBound::Fixed(bound) => bound,
-            LagBound::Relative => DEFAULT_SEND_LAG.max(p99 / 20),
+            LagBound::Relative => {
+                let between =
+                    if rate > 0.0 { Duration::from_secs_f64((1.0 / rate).min(3600.0)) } else { Duration::MAX };
+                DEFAULT_SEND_LAG.max((p99 / 20).min(between))
+            }
         }
     }
 }
@@ -544,6 +551,8 @@ struct Step {
     capped_served: Option<f64>,
     cpu: f64,
     client_limited: bool,
+    /// The send lag this step was allowed ([`LagBound::allowed`]).
+    lag_bound: Duration,
     saturated: bool,
     llm: Option<Llm>,
 }
@@ -636,9 +645,20 @@ impl Step {
         }
         // Behind schedule now and then (a virtual machine's scheduler wakes a sleeping thread a
         // few milliseconds late at p99 even when idle), or behind all the time, or out of CPU.
-        let judged = llm_figures.as_ref().map_or(&latency, |figures| &figures.ttft);
-        let p99 = if judged.is_empty() { 0 } else { judged.value_at_quantile(0.99) };
-        let allowed = max_send_lag.allowed(Duration::from_nanos(p99)).as_nanos() as f64;
+        // The bound is judged by what the service itself took (each request's lag and wait at
+        // the cap taken off), so a client that falls behind cannot widen its own bound.
+        let mut own: Vec<Duration> = measured
+            .iter()
+            .filter(|o| o.result.is_ok())
+            .filter_map(|o| {
+                let took = if llm { o.first_token? } else { o.latency };
+                Some(took.saturating_sub(o.lag).saturating_sub(o.capped.unwrap_or_default()))
+            })
+            .collect();
+        own.sort_unstable();
+        let p99 = own.get((own.len() * 99).div_ceil(100).saturating_sub(1)).copied().unwrap_or_default();
+        let lag_bound = max_send_lag.allowed(p99, rate);
+        let allowed = lag_bound.as_nanos() as f64;
         let capped = measured.iter().filter(|o| o.capped.is_some()).count() as u64;
         let mut served: Vec<Duration> = measured
             .iter()
@@ -665,6 +685,7 @@ impl Step {
             capped_served,
             cpu: ran.cpu,
             client_limited,
+            lag_bound,
             saturated: false,
             llm: llm_figures,
         }
@@ -751,7 +772,10 @@ impl Step {
             line.push_str(" — saturated");
         }
         if self.client_limited {
-            line.push_str(" — CLIENT-LIMITED (not trusted)");
+            line.push_str(&format!(
+                " — CLIENT-LIMITED (not trusted; send lag allowed {:.1} ms)",
+                self.lag_bound.as_secs_f64() * 1e3
+            ));
         }
         if self.waited_for_cap() {
             line.push_str(&format!(
@@ -776,6 +800,7 @@ impl Step {
             }
         }
         parameters.insert("client_limited".into(), self.client_limited.to_string());
+        parameters.insert("send_lag_bound_ms".into(), format!("{:.3}", self.lag_bound.as_secs_f64() * 1e3));
         parameters.insert("saturated".into(), self.saturated.to_string());
         let make = |case: &str,
                     unit: Unit,
@@ -906,8 +931,17 @@ mod tests {
         assert!(!limited(0.4, LagBound::Relative));
         assert!(limited(0.003, LagBound::Relative), "10 ms at least");
         assert!(limited(0.4, LagBound::Fixed(Duration::from_millis(10))), "--max-send-lag is kept as given");
-        assert_eq!(LagBound::Relative.allowed(Duration::from_secs(1)), Duration::from_millis(50));
-        assert_eq!(LagBound::Relative.allowed(Duration::ZERO), DEFAULT_SEND_LAG);
+        // A service queueing for seconds does not excuse a send later than the 50 ms between
+        // two sends at 20 a second (sends that late bunch up).
+        let mut bunched = late(2.0);
+        bunched.outcomes[40].lag = Duration::from_millis(60);
+        let step = Step::summarise(20.0, (0.0, 4.0), &bunched, &Slo::default(), false, LagBound::Relative);
+        assert!(step.client_limited, "{}", step.line());
+        assert_eq!(LagBound::Relative.allowed(Duration::from_secs(1), 1.0), Duration::from_millis(50));
+        assert_eq!(LagBound::Relative.allowed(Duration::ZERO, 1.0), DEFAULT_SEND_LAG);
+        // Never past the gap between sends: at 50 a second, 20 ms, whatever the latency.
+        assert_eq!(LagBound::Relative.allowed(Duration::from_secs(10), 50.0), Duration::from_millis(20));
+        assert_eq!(LagBound::Relative.allowed(Duration::from_secs(10), 0.0), Duration::from_millis(500));
     }
 
     #[test]

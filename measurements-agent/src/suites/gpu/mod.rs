@@ -236,8 +236,10 @@ impl Benchmark for GemmSuite {
                 return Ok(out);
             }
         };
-        // Idle first, before any GEMM warms the GPU.
-        let mut out = gpu_power(&gpu, effort, progress);
+        // Idle first, before any GEMM warms the GPU; under load last, so the GEMM cases do not
+        // run on a GPU already hot from it.
+        let power = GpuPower::open(&gpu, effort, progress);
+        let mut out = Vec::new();
         for case in cases {
             let (precision, (m, n, k)) = case;
             match gpu.gemm(precision, m, n, k, trials) {
@@ -269,49 +271,76 @@ impl Benchmark for GemmSuite {
                 Err(e) => out.push(failed(Suite::Gemm, "cublas_gemm", Unit::FlopPerSecond, describe(case), e)),
             }
         }
+        out.extend(power.finish(&gpu, effort, progress));
         Ok(out)
     }
 }
 
-/// Square FP16 GEMMs of this size keep every SM's tensor cores busy: the most a GPU draws.
-const POWER_GEMM: usize = 8192;
+/// The side of the square FP16 GEMMs that load the GPU for its power (4096 with `--quick`, to
+/// spare the host the inputs' 768 MiB): tensor cores on every SM, near the most a GPU draws.
+fn power_gemm(effort: Effort) -> usize {
+    if effort.quick { 4096 } else { 8192 }
+}
 
 /// The power of the GPU the suite uses, from NVML's energy counter: idle (its context open,
-/// nothing running) and under FP16 GEMMs back to back after a warm-up, with the GPUs NVML lists
-/// on the node (the server counts each at this one's draw). Skipped with the reason where the
-/// counter cannot be read.
-fn gpu_power(gpu: &cuda::Gpu, effort: Effort, progress: &mut Progress) -> Vec<Measurement> {
-    let (idle, warmup, busy) = if effort.quick {
-        (Duration::from_secs(1), Duration::from_millis(500), Duration::from_secs(2))
-    } else {
-        (Duration::from_secs(3), Duration::from_secs(2), Duration::from_secs(6))
-    };
-    let nvml = match Nvml::open(gpu.pci_address()) {
-        Ok(nvml) => nvml,
-        Err(reason) => {
-            progress.line(&format!("gemm: power not measured: {reason}"));
-            return vec![power::skipped::<Nvml>(Suite::Gemm, None, &reason, &[])];
-        }
-    };
-    let gpus = [("gpus", nvml.count.to_string())];
-    let idle = nvml.during(|| std::thread::sleep(idle)).0;
-    let mut out = vec![power::case(Suite::Gemm, "idle", &nvml, idle, &gpus)];
-    let load = [("gpus", nvml.count.to_string()), ("load", format!("fp16 gemm {POWER_GEMM}"))];
-    // The inputs are made and copied before the window, which holds GEMMs alone.
-    let loaded = gpu.fp16_gemm_load(POWER_GEMM).and_then(|mut load| {
-        load.run_for(warmup)?;
-        let (watts, ran) = nvml.during(|| load.run_for(busy));
-        ran.map(|_| watts)
-    });
-    out.push(match loaded {
-        Ok(watts) => power::case(Suite::Gemm, "busy", &nvml, watts, &load),
-        Err(e) => Measurement {
-            status: MeasurementStatus::Failed,
-            ..power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &e, &load)
-        },
-    });
-    for line in power::said(&out, &nvml.describe()) {
-        progress.line(&format!("gemm: {line}"));
+/// nothing running, read before the GEMM cases) and under FP16 GEMMs back to back after a
+/// warm-up (read after them), with the GPUs NVML lists on the node (the server counts each at
+/// this one's draw). Skipped with the reason where the counter cannot be read.
+enum GpuPower {
+    Measuring { nvml: Box<Nvml>, idle: Measurement },
+    Skipped(Measurement),
+}
+
+impl GpuPower {
+    fn open(gpu: &cuda::Gpu, effort: Effort, progress: &mut Progress) -> GpuPower {
+        let nvml = match Nvml::open(gpu.pci_address()) {
+            Ok(nvml) => nvml,
+            Err(reason) => {
+                progress.line(&format!("gemm: power not measured: {reason}"));
+                return GpuPower::Skipped(power::skipped::<Nvml>(Suite::Gemm, None, &reason, &[]));
+            }
+        };
+        let (settle, window) = if effort.quick {
+            (Duration::from_millis(250), Duration::from_secs(1))
+        } else {
+            (Duration::from_secs(1), Duration::from_secs(3))
+        };
+        // A moment for the clocks to drop after the suites before.
+        std::thread::sleep(settle);
+        let watts = nvml.during(|| std::thread::sleep(window)).0;
+        let idle = power::case(Suite::Gemm, "idle", &nvml, watts, &[("gpus", nvml.count.to_string())]);
+        GpuPower::Measuring { nvml: Box::new(nvml), idle }
     }
-    out
+
+    fn finish(self, gpu: &cuda::Gpu, effort: Effort, progress: &mut Progress) -> Vec<Measurement> {
+        let (nvml, idle) = match self {
+            GpuPower::Skipped(m) => return vec![m],
+            GpuPower::Measuring { nvml, idle } => (*nvml, idle),
+        };
+        let (warmup, window) = if effort.quick {
+            (Duration::from_millis(500), Duration::from_secs(2))
+        } else {
+            (Duration::from_secs(2), Duration::from_secs(6))
+        };
+        let size = power_gemm(effort);
+        let load = [("gpus", nvml.count.to_string()), ("load", format!("fp16 gemm {size}"))];
+        // The inputs are made and copied before the window, which holds GEMMs alone.
+        let loaded = gpu.fp16_gemm_load(size).and_then(|mut gemms| {
+            gemms.run_for(warmup)?;
+            let (watts, ran) = nvml.during(|| gemms.run_for(window));
+            ran.map(|_| watts)
+        });
+        let busy = match loaded {
+            Ok(watts) => power::case(Suite::Gemm, "busy", &nvml, watts, &load),
+            Err(e) => Measurement {
+                status: MeasurementStatus::Failed,
+                ..power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &e, &load)
+            },
+        };
+        let out = vec![idle, busy];
+        for line in power::said(&out, &nvml.describe()) {
+            progress.line(&format!("gemm: {line}"));
+        }
+        out
+    }
 }
