@@ -803,11 +803,27 @@ mod tests {
             let kg = f64::from(green.replicas) * 0.05 * 1.2 * 730.0 * 0.4;
             assert!((green.co2e_kg_per_month.unwrap() - kg).abs() < 1e-9);
             assert!(
-                s.hardware[0].1.ends_with("; power 300 W measured under load (RAPL, run 5e1f0000)"),
+                s.hardware[0].1.ends_with(
+                    "; power 300 W measured under load (RAPL; power supplies and fans not counted; run 5e1f0000)"
+                ),
                 "{}",
                 s.hardware[0].1
             );
             assert!(s.hardware[2].1.contains("power not measured"), "{}", s.hardware[2].1);
+            // A GPU node's figure says what it is made of.
+            let zones = "GPUs (NVML): 8 GPUs, each drawing what GPU 0 (H100) did; CPUs not measured (no RAPL)";
+            let mut gpu = node("gpu", 9.0, Some(5600.0));
+            if let Some((power, _)) = gpu.power.as_mut() {
+                (power.zones, power.gpus) = (zones.into(), Some(8));
+            }
+            let with_gpu = size(&form(&carbon), &[gpu]).unwrap();
+            assert!(
+                with_gpu.hardware[0].1.ends_with(&format!(
+                    "; power 5600 W measured under load ({zones}; power supplies and fans not counted; run 5e1f0000)"
+                )),
+                "{}",
+                with_gpu.hardware[0].1
+            );
             let asked: Vec<(&str, &str)> = carbon.iter().copied().chain([("objective", "emissions")]).collect();
             assert!(size(&form(&asked), &nodes).unwrap().greenest);
             // Without counting emissions no figure is given, and a bad PUE is named.
