@@ -243,15 +243,7 @@ async fn a_gpu_nodes_power_is_its_gpus_as_nvml_read_one_and_its_cpus() {
             }
         };
         let fleet = || async {
-            let response = app
-                .http
-                .post(app.url("/srv/measured_nodes"))
-                .bearer_auth(&viewer)
-                .header("content-type", "application/x-www-form-urlencoded")
-                .send()
-                .await
-                .unwrap();
-            let fleet: Value = response.json().await.unwrap();
+            let fleet = common::measured_nodes(&app, &viewer).await;
             let of = |host: &str| {
                 let nodes = fleet["nodes"].as_array().unwrap();
                 nodes.iter().find(|n| n["hostname"] == host).unwrap_or_else(|| panic!("{host}: {fleet}")).clone()

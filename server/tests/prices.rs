@@ -80,17 +80,7 @@ async fn a_measured_node_carries_its_types_price_under_each_purchase_option() {
         let mut run = common::fleet_run("priced-by-catalog", 1_796_000_000_000, 1.0);
         run.node.hourly_usd = None;
         app.store.insert_run(&agent, &run).await.unwrap();
-        let fleet: Value = app
-            .http
-            .post(app.url("/srv/measured_nodes"))
-            .bearer_auth(&viewer)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let fleet = common::measured_nodes(&app, &viewer).await;
         let node = &fleet["nodes"][0];
         assert_eq!(node["hourly_usd"], 0.357, "{}: on demand, from the shipped rows: {fleet}", db.backend);
         let offers: Vec<(String, f64, String)> = node["offers"]

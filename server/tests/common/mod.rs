@@ -307,6 +307,21 @@ pub async fn csv_post(app: &TestApp, token: &str, path: &str, csv: &str) -> (req
     (status, response.json().await.unwrap_or(serde_json::Value::Null))
 }
 
+/// The measured nodes and services the Planner and Right-sizing size with, as the page-data
+/// call answers `token`.
+pub async fn measured_nodes(app: &TestApp, token: &str) -> serde_json::Value {
+    let response = app
+        .http
+        .post(app.url("/srv/measured_nodes"))
+        .bearer_auth(token)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send()
+        .await
+        .expect("send");
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.expect("the measured fleet as JSON")
+}
+
 /// A run of `node` with quantization and transport figures, every latency × `scale`.
 pub fn fleet_run(node: &str, started_at_ms: i64, scale: f64) -> model::RunUpload {
     let m = |suite: Suite, case: &str, params: &[(&str, &str)], value: f64| Measurement {
