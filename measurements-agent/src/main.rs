@@ -112,10 +112,11 @@ struct EndpointArgs {
     #[arg(long, default_value = "30s", value_parser = endpoint::parse_duration, help_heading = "Endpoint")]
     timeout: Duration,
     /// endpoint: a step whose send lag p99 is above this (or whose median lag is above a tenth
-    /// of it) is marked client-limited. Default: 10ms, or a twentieth of the step's p99 latency
-    /// (time to first token for an LLM) where that is more, so a late send moves that p99 by at
-    /// most 5%. A shared VM wakes sleeping threads milliseconds late at p99; on dedicated
-    /// hardware 1ms is a fair bound.
+    /// of it) is marked client-limited. Default: a twentieth of the p99 of what the service
+    /// took (time to first token for an LLM; the lag taken off), so a late send moves that p99
+    /// by at most 5%, but no more than the gap between sends, and never under 10ms. A shared
+    /// VM wakes sleeping threads milliseconds late at p99; on dedicated hardware 1ms is a fair
+    /// bound. Each step records the bound it had (send_lag_bound_ms).
     #[arg(long, value_parser = endpoint::parse_duration, help_heading = "Endpoint")]
     max_send_lag: Option<Duration>,
     /// endpoint: per-request objectives for goodput, e.g. p99=200ms or ttft=500ms,itl=50ms.

@@ -28,6 +28,9 @@ pub trait Energy {
     /// What counts, in reasons: `RAPL`, `NVML`.
     const SOURCE: &'static str;
 
+    /// A reading above this is refused as not plausible.
+    const MOST_WATTS: f64;
+
     /// What is counted, e.g. `package-0, package-0 dram`.
     fn describe(&self) -> String;
 
@@ -40,7 +43,7 @@ pub trait Energy {
 
     /// The average watts while `work` runs, and for how long it ran (with what `work` gave).
     /// A window over which no counter moved is refused rather than read as 0 W (some virtual
-    /// machines publish counters that never advance), as is one of more than [`MAX_WATTS`].
+    /// machines publish counters that never advance), as is one of more than `MOST_WATTS`.
     fn during<T>(&self, work: impl FnOnce() -> T) -> (Result<(f64, Duration), String>, T) {
         let before = self.on_update();
         let start = Instant::now();
@@ -64,7 +67,7 @@ pub trait Energy {
                 ));
             }
             let watts = joules / elapsed.as_secs_f64().max(1e-9);
-            if watts > MAX_WATTS {
+            if watts > Self::MOST_WATTS {
                 return Err(format!(
                     "no {source}: {watts:.0} W over {:.3} s is not a plausible reading",
                     elapsed.as_secs_f64()
@@ -149,6 +152,7 @@ impl Rapl {
 
 impl Energy for Rapl {
     const SOURCE: &'static str = "RAPL";
+    const MOST_WATTS: f64 = MAX_WATTS;
 
     /// What is counted, e.g. `package-0, package-0 dram`.
     fn describe(&self) -> String {
@@ -322,7 +326,8 @@ mod nvml {
     const NVML_DEVICE_MIG_ENABLE: u32 = 1;
 
     impl Nvml {
-        /// The GPU at `at` (else NVML's first), or why its energy cannot be read.
+        /// The GPU at `at` (else the only one), or why its energy cannot be read as this
+        /// process's: call it holding a CUDA context on that GPU.
         pub fn open(at: Option<PciAddress>) -> Result<Nvml, String> {
             // A missing library is an error, not a panic, but keep the agent alive either way.
             let nvml = std::panic::catch_unwind(nvml_wrapper::Nvml::init)
@@ -355,21 +360,31 @@ mod nvml {
             if device.mig_mode().is_ok_and(|mode| mode.current == NVML_DEVICE_MIG_ENABLE) {
                 return Err(format!("no NVML: {name} is split by MIG, and its energy counter counts every instance"));
             }
-            // This agent is one compute process on it; another's work would be counted as ours.
-            if let Ok(processes) = device.running_compute_processes()
-                && processes.len() > 1
-            {
-                return Err(format!(
-                    "no NVML: {name} runs {} other compute process(es), whose power would be counted as this suite's",
-                    processes.len() - 1
-                ));
+            let nvml = Nvml { nvml, index, name, count };
+            match nvml.other_work() {
+                Some(reason) => Err(reason),
+                None => Ok(nvml),
             }
-            Ok(Nvml { nvml, index, name, count })
+        }
+
+        /// Why the GPU's power would not be this agent's alone, if it would not: another
+        /// compute process on it. The caller holds a CUDA context on the GPU, so it is one of
+        /// the processes NVML lists (by host PID, whatever the container's PID namespace).
+        pub fn other_work(&self) -> Option<String> {
+            let processes = self.nvml.device_by_index(self.index).ok()?.running_compute_processes().ok()?;
+            (processes.len() > 1).then(|| {
+                format!(
+                    "no NVML: {} runs {} other compute process(es), whose power would be counted as this suite's",
+                    self.name,
+                    processes.len() - 1
+                )
+            })
         }
     }
 
     impl Energy for Nvml {
         const SOURCE: &'static str = "NVML";
+        const MOST_WATTS: f64 = model::wire::measured::MAX_GPU_WATTS;
 
         fn describe(&self) -> String {
             format!("GPU {} ({})", self.index, self.name)
@@ -405,10 +420,15 @@ mod nvml {
         pub fn open(_: Option<PciAddress>) -> Result<Nvml, String> {
             Err("no NVML: this agent was built without the cuda feature".into())
         }
+
+        pub fn other_work(&self) -> Option<String> {
+            match self.never {}
+        }
     }
 
     impl Energy for Nvml {
         const SOURCE: &'static str = "NVML";
+        const MOST_WATTS: f64 = model::wire::measured::MAX_GPU_WATTS;
 
         fn describe(&self) -> String {
             match self.never {}

@@ -32,22 +32,30 @@ fn gpu_suites_run_or_say_why_not_and_the_rest_still_runs() {
     assert_eq!(gpu.len(), 3 * 2 * 4 + 1 + 4 + 4 * 4 + extra + power.len());
     let driver = std::path::Path::new("/dev/nvidiactl").exists();
     if driver {
-        // Idle and under FP16 GEMMs, from NVML's energy counter (Volta and later), each with
-        // the GPUs on the node; busy draws more than idle.
+        // Idle and under FP16 GEMMs, from NVML's energy counter, each with the GPUs on the
+        // node, and busy draws more than idle; or skipped with the reason on a GPU whose power
+        // would not be this suite's (MIG, another process, older than Volta).
         let watts = |state: &str| {
             let m = power.iter().find(|m| m.parameters.get("state").map(String::as_str) == Some(state));
-            m.and_then(|m| m.stats.as_ref()).map(|s| s.mean).unwrap_or_else(|| panic!("{state}: {power:?}"))
+            m.and_then(|m| m.stats.as_ref()).map(|s| s.mean)
         };
-        assert!(watts("busy") > watts("idle") * 1.2, "busy {} W, idle {} W", watts("busy"), watts("idle"));
-        assert!(
-            power.iter().all(|m| m.parameters["source"] == "nvml" && m.parameters["gpus"].parse::<u32>().unwrap() >= 1)
-        );
+        match (watts("idle"), watts("busy")) {
+            (Some(idle), Some(busy)) => {
+                assert!(busy > idle * 1.2, "busy {busy} W, idle {idle} W");
+                assert!(power.iter().all(|m| m.parameters["gpus"].parse::<u32>().unwrap() >= 1), "{power:?}");
+            }
+            _ => assert!(
+                power.iter().all(|m| m.reason.as_deref().is_none_or(|r| r.starts_with("no NVML: "))),
+                "{power:?}"
+            ),
+        }
+        assert!(power.iter().all(|m| m.parameters["source"] == "nvml"), "{power:?}");
     } else {
         assert_eq!(power.len(), 1, "one skipped power case: {power:?}");
     }
     if driver {
         eprintln!("a GPU is present: checking measured figures");
-        assert!(gpu.iter().all(|m| m.status == MeasurementStatus::Ok), "{text}");
+        assert!(gpu.iter().filter(|m| m.case != "power").all(|m| m.status == MeasurementStatus::Ok), "{text}");
     } else {
         for m in &gpu {
             assert_eq!(m.status, MeasurementStatus::Skipped, "{m:?}");

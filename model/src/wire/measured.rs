@@ -231,13 +231,16 @@ impl PowerDigest {
     /// A GPU node's power: each GPU of its inventory (`gpus`) at the draw of the one a gemm run
     /// measured (`gpu`, NVML), plus its CPU packages and DRAM where a system run (`cpu`, with
     /// its run id) read them (RAPL). Every GPU is taken to draw what the measured one did, idle
-    /// and under load, so only on a node whose GPUs are all of one model and as many as NVML
-    /// listed when it measured; else `None`, as one GPU's draw does not stand for the others.
+    /// and under load, so only on a node whose GPUs are all of the model measured and as many
+    /// as NVML listed when it measured; else `None`, as one GPU's draw does not stand for the
+    /// others.
     /// Without the CPUs' reading the figure is the GPUs' alone, and `zones` says so. Neither
     /// part counts power supplies, fans, disks or the GPUs' switches.
     pub fn of_gpu_node(gpu: &PowerDigest, gpus: &[GpuInfo], cpu: Option<(&PowerDigest, &str)>) -> Option<PowerDigest> {
         let first = gpus.first()?;
-        if gpu.gpus != Some(gpus.len() as u32) || gpus.iter().any(|g| g.name != first.name) {
+        // NVML's zone names the GPU it read, e.g. `GPU 0 (NVIDIA H100 80GB HBM3)`.
+        let read_this_model = gpu.zones.ends_with(&format!("({})", first.name));
+        if !read_this_model || gpu.gpus != Some(gpus.len() as u32) || gpus.iter().any(|g| g.name != first.name) {
             return None;
         }
         let n = gpus.len() as f64;
@@ -596,6 +599,10 @@ mod tests {
         mixed[7].name = "NVIDIA T400".into();
         assert_eq!(PowerDigest::of_gpu_node(&gpu, &mixed, None), None);
         assert_eq!(PowerDigest::of_gpu_node(&gpu, &[], None), None);
+        // Nor for GPUs of another model than the one read (swapped since).
+        let mut swapped = h100(8);
+        swapped.iter_mut().for_each(|g| g.name = "H200".into());
+        assert_eq!(PowerDigest::of_gpu_node(&gpu, &swapped, None), None);
         // 64 GPUs at an uploaded 2 kW each are past any replica's power.
         let hostile = PowerDigest { busy_watts: Some(2_000.0), gpus: Some(64), ..gpu.clone() };
         assert_eq!(PowerDigest::of_gpu_node(&hostile, &h100(64), None).unwrap().busy_watts, None);

@@ -102,14 +102,15 @@ pub async fn measured(store: &Store, caller: &Caller) -> Result<MeasuredFleet, A
 /// nothing without a GPU reading (RAPL alone would miss most of such a node's draw) or where
 /// one GPU's draw cannot stand for the others ([`PowerDigest::of_gpu_node`]).
 async fn node_power(store: &Store, node: &NodeSummary) -> Result<Option<(PowerDigest, String)>, ApiError> {
+    // The newest of a few runs that read it (a gemm run skips its power where another process
+    // used the GPU, say).
     let newest = |suite: Suite| async move {
         Ok::<_, ApiError>(
             store
-                .node_digests(&node.node_id, suite, 1)
+                .node_digests(&node.node_id, suite, 5)
                 .await?
                 .into_iter()
-                .next()
-                .and_then(|d| Some((d.digest.power?, d.run_id.to_string()))),
+                .find_map(|d| Some((d.digest.power?, d.run_id.to_string()))),
         )
     };
     let cpu = newest(Suite::System).await?;

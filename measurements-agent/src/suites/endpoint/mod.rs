@@ -77,10 +77,10 @@ pub enum LagBound {
     /// `--max-send-lag`: this, whatever the service's latency (1 ms is fair on dedicated
     /// hardware).
     Fixed(Duration),
-    /// The default: [`DEFAULT_SEND_LAG`], or a twentieth of the p99 of what the service took
-    /// (its time to first token, for an LLM; the lag taken off) where that is more, but never
-    /// more than the time between two sends at the step's rate (later than that, sends bunch
-    /// up). Every latency is timed from the scheduled send, so a send that late adds at most
+    /// The default: a twentieth of the p99 of what the service took (its time to first token,
+    /// for an LLM; each request's lag and wait at the cap taken off), but no more than the time
+    /// between two sends at the step's rate (later than that, sends bunch up), and never under
+    /// [`DEFAULT_SEND_LAG`]. Every latency is timed from the scheduled send, so a send that late adds at most
     /// 5 % to the p99 it is judged by; a shared VM wakes a sleeping thread a few milliseconds
     /// late at p99 even when idle, and at one LLM request a second the p99 of a step's lags is
     /// the latest of a few dozen.
@@ -91,8 +91,8 @@ pub enum LagBound {
 pub const DEFAULT_SEND_LAG: Duration = Duration::from_millis(10);
 
 impl LagBound {
-    /// The lag allowed in a step at `rate` a second (0 for a closed loop) whose service took
-    /// `p99` at p99 (TTFT for an LLM).
+    /// The lag allowed in a step that sent `rate` requests a second whose service took `p99`
+    /// at p99 (TTFT for an LLM).
     pub fn allowed(self, p99: Duration, rate: f64) -> Duration {
         match self {
             LagBound::Fixed(bound) => bound,
@@ -657,7 +657,8 @@ impl Step {
             .collect();
         own.sort_unstable();
         let p99 = own.get((own.len() * 99).div_ceil(100).saturating_sub(1)).copied().unwrap_or_default();
-        let lag_bound = max_send_lag.allowed(p99, rate);
+        // The gap between sends as they were scheduled (a trace's too, whose step has no rate).
+        let lag_bound = max_send_lag.allowed(p99, measured.len() as f64 / window);
         let allowed = lag_bound.as_nanos() as f64;
         let capped = measured.iter().filter(|o| o.capped.is_some()).count() as u64;
         let mut served: Vec<Duration> = measured

@@ -191,6 +191,14 @@ mod without_cuda {
         pub fn run_for(&mut self, _: std::time::Duration) -> Result<usize, String> {
             Err("no GPU".into())
         }
+
+        pub fn queue(&mut self, _: usize) -> Result<(), String> {
+            Err("no GPU".into())
+        }
+
+        pub fn finish(&mut self) -> Result<(), String> {
+            Err("no GPU".into())
+        }
     }
 }
 
@@ -444,6 +452,23 @@ mod with_cuda {
                 ran += 8;
             }
             Ok(ran)
+        }
+
+        /// `count` more GEMMs queued without waiting for them, to keep the GPU busy while the
+        /// host reads its power; [`GemmLoad::finish`] waits.
+        pub fn queue(&mut self, count: usize) -> Result<(), String> {
+            let n = self.size;
+            let one = config(n, n, n, half::f16::ONE, half::f16::ZERO);
+            for _ in 0..count {
+                // SAFETY: a, b and c are allocated with the sizes the config names.
+                unsafe { self.blas.gemm(one, &self.a, &self.b, &mut self.c) }.map_err(err)?;
+            }
+            Ok(())
+        }
+
+        /// Waits for every GEMM queued.
+        pub fn finish(&mut self) -> Result<(), String> {
+            self.stream.synchronize().map_err(err)
         }
     }
 }

@@ -324,14 +324,26 @@ impl GpuPower {
         };
         let size = power_gemm(effort);
         let load = [("gpus", nvml.count.to_string()), ("load", format!("fp16 gemm {size}"))];
-        // The inputs are made and copied before the window, which holds GEMMs alone.
+        // The inputs are made and copied before the window, which holds GEMMs alone, to its
+        // end: the window closes on the counter's next update, up to `power::ALIGN` after the
+        // work, so GEMMs enough for twice that are queued before it closes.
         let loaded = gpu.fp16_gemm_load(size).and_then(|mut gemms| {
-            gemms.run_for(warmup)?;
-            let (watts, ran) = nvml.during(|| gemms.run_for(window));
-            ran.map(|_| watts)
+            let warmed = gemms.run_for(warmup)?;
+            let each = warmup.as_secs_f64() / warmed.max(1) as f64;
+            let tail = ((2.0 * power::ALIGN.as_secs_f64() / each).ceil() as usize).clamp(8, 900);
+            let (watts, ran) = nvml.during(|| gemms.run_for(window).and_then(|_| gemms.queue(tail)));
+            gemms.finish()?;
+            ran?;
+            // Another process that started on the GPU meanwhile would be counted too.
+            match nvml.other_work() {
+                Some(reason) => Err(reason),
+                None => Ok(watts),
+            }
         });
         let busy = match loaded {
             Ok(watts) => power::case(Suite::Gemm, "busy", &nvml, watts, &load),
+            // Another process's work is a reason not to read, not a failure.
+            Err(e) if e.starts_with("no NVML") => power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &e, &load),
             Err(e) => Measurement {
                 status: MeasurementStatus::Failed,
                 ..power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &e, &load)
