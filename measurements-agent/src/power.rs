@@ -46,16 +46,12 @@ pub trait Energy {
     /// machines publish counters that never advance), as is one of more than `MOST_WATTS`.
     fn during<T>(&self, work: impl FnOnce() -> T) -> (Result<(f64, Duration), String>, T) {
         let before = self.on_update();
-        let start = Instant::now();
         let out = work();
         let after = self.on_update();
         let source = Self::SOURCE;
-        let elapsed = match (&before, &after) {
-            (Ok((_, from)), Ok((_, to))) => to.saturating_duration_since(*from),
-            _ => start.elapsed(),
-        };
         let watts = (|| {
-            let (before, after) = (before?.0, after?.0);
+            let ((before, from), (after, to)) = (before?, after?);
+            let elapsed = to.saturating_duration_since(from);
             let joules = self
                 .joules(&before, &after)
                 .ok_or_else(|| format!("no {source}: a counter of {} went back or past its range", self.describe()))?;
@@ -228,20 +224,10 @@ pub fn case<E: Energy>(
         Ok(read) => read,
         Err(reason) => return skipped::<E>(suite, Some(state), &reason, extra),
     };
-    let mut parameters = parameters::<E>(Some(state), extra);
-    parameters.insert("zones".into(), counter.describe());
-    parameters.insert("window_s".into(), format!("{:.3}", took.as_secs_f64()));
-    Measurement {
-        suite,
-        case: model::Case::Power.as_str().into(),
-        parameters,
-        unit: Unit::Watts,
-        status: MeasurementStatus::Ok,
-        reason: None,
-        stats: Some(model::Stats::single(watts)),
-        floor: None,
-        histogram: None,
-    }
+    let mut read = skipped::<E>(suite, Some(state), "", extra);
+    read.parameters.insert("zones".into(), counter.describe());
+    read.parameters.insert("window_s".into(), format!("{:.3}", took.as_secs_f64()));
+    Measurement { status: MeasurementStatus::Ok, reason: None, stats: Some(model::Stats::single(watts)), ..read }
 }
 
 /// Power that could not be read (in `state`, where one window failed), and why.
@@ -446,6 +432,7 @@ mod nvml {
 
 /// The sum of what each counter that never wraps counted between two reads; `None` where one
 /// went back (reset) or the reads differ in length.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 fn counted(before: &[u64], after: &[u64]) -> Option<u64> {
     if before.len() != after.len() {
         return None;

@@ -904,6 +904,9 @@ mod tests {
         assert_eq!(round2(0.1 / 0.0023), 43.0);
     }
 
+    /// The bound the unit tests judge lag by unless they test the bound itself.
+    const TEN_MS: LagBound = LagBound::Fixed(Duration::from_millis(10));
+
     fn outcome(offset: f64, latency: f64, result: Result<Option<protocol::Tokens>, Failure>) -> Outcome {
         Outcome {
             offset,
@@ -931,7 +934,7 @@ mod tests {
         };
         assert!(!limited(0.4, LagBound::Relative));
         assert!(limited(0.003, LagBound::Relative), "10 ms at least");
-        assert!(limited(0.4, LagBound::Fixed(Duration::from_millis(10))), "--max-send-lag is kept as given");
+        assert!(limited(0.4, TEN_MS), "--max-send-lag is kept as given");
         // A service queueing for seconds does not excuse a send later than the 50 ms between
         // two sends at 20 a second (sends that late bunch up).
         let mut bunched = late(2.0);
@@ -950,8 +953,7 @@ mod tests {
         // 10 requests a second for 5 s, each taking 2 s: the service keeps up, just slowly.
         let outcomes = (0..50).map(|i| outcome(f64::from(i) * 0.1, 2.0, Ok(None))).collect();
         let ran = load::Ran { outcomes, cpu: 0.01 };
-        let mut step =
-            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, LagBound::Fixed(Duration::from_millis(10)));
+        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, TEN_MS);
         step.judge(None);
         assert!((step.offered - 10.0).abs() < 1e-9 && (step.achieved - 10.0).abs() < 0.5, "{}", step.line());
         assert!(!step.saturated && !step.client_limited, "{}", step.line());
@@ -960,8 +962,7 @@ mod tests {
             .map(|i| outcome(f64::from(i) * 0.1, 0.01, if i % 2 == 0 { Ok(None) } else { Err(Failure::Status(503)) }))
             .collect();
         let ran = load::Ran { outcomes, cpu: 0.01 };
-        let mut step =
-            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, LagBound::Fixed(Duration::from_millis(10)));
+        let mut step = Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, TEN_MS);
         step.judge(None);
         assert!(step.saturated && step.errors.get("http_503") == Some(&20), "{:?}", step.errors);
     }
@@ -971,7 +972,7 @@ mod tests {
         let unloaded = {
             let outcomes = (0..50).map(|i| outcome(f64::from(i) * 0.1, 0.002, Ok(None))).collect();
             let ran = load::Ran { outcomes, cpu: 0.01 };
-            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, LagBound::Fixed(Duration::from_millis(10)))
+            Step::summarise(10.0, (1.0, 5.0), &ran, &Slo::default(), false, TEN_MS)
         };
         // Every request waited 100 ms for a place; at the server it then took `served`.
         let capped = |served: f64| {
@@ -983,14 +984,7 @@ mod tests {
                 })
                 .collect();
             let ran = load::Ran { outcomes, cpu: 0.05 };
-            let mut step = Step::summarise(
-                100.0,
-                (1.0, 5.0),
-                &ran,
-                &Slo::default(),
-                false,
-                LagBound::Fixed(Duration::from_millis(10)),
-            );
+            let mut step = Step::summarise(100.0, (1.0, 5.0), &ran, &Slo::default(), false, TEN_MS);
             step.judge(Some(&unloaded));
             step
         };
@@ -1012,14 +1006,7 @@ mod tests {
             let outcomes =
                 (0..(per_second * 5.0) as usize).map(|i| outcome(i as f64 / per_second, latency, Ok(None))).collect();
             let ran = load::Ran { outcomes, cpu: 0.01 };
-            let mut step = Step::summarise(
-                0.0,
-                (1.0, 5.0),
-                &ran,
-                &Slo::default(),
-                false,
-                LagBound::Fixed(Duration::from_millis(10)),
-            );
+            let mut step = Step::summarise(0.0, (1.0, 5.0), &ran, &Slo::default(), false, TEN_MS);
             step.in_flight = Some(n);
             step
         };
@@ -1050,14 +1037,7 @@ mod tests {
         let step = |rate: f64, saturated: bool, client_limited: bool| {
             let outcomes = (0..50).map(|i| outcome(f64::from(i) / rate, 0.002, Ok(None))).collect();
             let ran = load::Ran { outcomes, cpu: 0.01 };
-            let mut step = Step::summarise(
-                rate,
-                (0.0, 50.0 / rate),
-                &ran,
-                &Slo::default(),
-                false,
-                LagBound::Fixed(Duration::from_millis(10)),
-            );
+            let mut step = Step::summarise(rate, (0.0, 50.0 / rate), &ran, &Slo::default(), false, TEN_MS);
             (step.saturated, step.client_limited) = (saturated, client_limited);
             step
         };

@@ -333,21 +333,17 @@ impl GpuPower {
             let tail = ((2.0 * power::ALIGN.as_secs_f64() / each).ceil() as usize).clamp(8, 900);
             let (watts, ran) = nvml.during(|| gemms.run_for(window).and_then(|_| gemms.queue(tail)));
             gemms.finish()?;
-            ran?;
-            // Another process that started on the GPU meanwhile would be counted too.
-            match nvml.other_work() {
-                Some(reason) => Err(reason),
-                None => Ok(watts),
-            }
+            ran.map(|_| watts)
         });
-        let busy = match loaded {
-            Ok(watts) => power::case(Suite::Gemm, "busy", &nvml, watts, &load),
-            // Another process's work is a reason not to read, not a failure.
-            Err(e) if e.starts_with("no NVML") => power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &e, &load),
-            Err(e) => Measurement {
+        let busy = match (loaded, nvml.other_work()) {
+            (Err(e), _) => Measurement {
                 status: MeasurementStatus::Failed,
                 ..power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &e, &load)
             },
+            // Another process that started on the GPU meanwhile would be counted too: a reason
+            // not to read, not a failure.
+            (Ok(_), Some(reason)) => power::skipped::<Nvml>(Suite::Gemm, Some("busy"), &reason, &load),
+            (Ok(watts), None) => power::case(Suite::Gemm, "busy", &nvml, watts, &load),
         };
         let out = vec![idle, busy];
         for line in power::said(&out, &nvml.describe()) {
