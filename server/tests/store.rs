@@ -446,6 +446,81 @@ async fn each_nodes_latest_run_is_read_from_its_digest_and_older_rows_are_recomp
     }
 }
 
+/// After an upgrade the start-up backfill stores the newest runs first, and of replicas
+/// started together one does it: a Postgres server that finds another at it waits for its turn
+/// (retention too), and the lock goes with the session that took it.
+#[tokio::test]
+async fn the_backfill_stores_the_newest_runs_first_and_once_across_replicas() {
+    use model::wire::measured::digest_version;
+    use sqlx::Connection;
+    for db in databases().await {
+        let backend = db.backend;
+        let (a, b) = (Store::connect(&db.url).await.unwrap(), Store::connect(&db.url).await.unwrap());
+        let agent_id = agent(&a).await;
+        let t0 = 1_796_000_000_000;
+        let mut runs = Vec::new();
+        // Stored out of time order, so that neither insertion nor id order is newest first.
+        for i in [3i64, 0, 7, 1, 9, 4, 2, 8, 6, 5] {
+            let run = fleet_run(&format!("node-{}", i % 3), t0 + i * 60_000, 1.0);
+            a.insert_run(&agent_id, &run).await.unwrap();
+            runs.push(run);
+        }
+        runs.sort_by_key(|r| std::cmp::Reverse(r.started_at_ms));
+        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        sqlx::query("UPDATE run_suites SET digest_version = 0, digest = NULL").execute(&mut conn).await.unwrap();
+        assert_eq!(a.refresh_suite_digests(Suite::Quant, 4).await.unwrap(), 4, "{backend}");
+        let stored: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT run_id FROM run_suites WHERE suite = 'quant' AND digest_version = {} ORDER BY run_id",
+            digest_version(Suite::Quant)
+        )))
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        let mut newest: Vec<String> = runs[..4].iter().map(|r| r.run_id.to_string()).collect();
+        newest.sort();
+        assert_eq!(stored.into_iter().map(|(id,)| id).collect::<Vec<_>>(), newest, "{backend}: the four newest");
+
+        let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM run_suites").fetch_one(&mut conn).await.unwrap();
+        let left = rows as u64 - 4;
+        if backend == "postgres" {
+            // Another server at it: this one waits for its turn rather than repeat the work.
+            let mut other = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            let lock = headroom_server::store::BACKFILL_LOCK;
+            sqlx::query("SELECT pg_advisory_lock($1)").bind(lock).execute(&mut other).await.unwrap();
+            let waiting = tokio::spawn({
+                let b = b.clone();
+                async move { b.refresh_digests().await.unwrap() }
+            });
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            assert!(!waiting.is_finished(), "{backend}: went ahead while another server held the backfill");
+            // That server's session ends (it finished, or died): the waiting one does what is left.
+            other.close().await.unwrap();
+            assert_eq!(waiting.await.unwrap(), left, "{backend}");
+            // And its turn ended with it: the lock is free again.
+            let mut after = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            let (free,): (bool,) =
+                sqlx::query_as("SELECT pg_try_advisory_lock($1)").bind(lock).fetch_one(&mut after).await.unwrap();
+            assert!(free, "{backend}: the backfill's lock outlived its turn");
+            after.close().await.unwrap();
+        } else {
+            assert_eq!(b.refresh_digests().await.unwrap(), left, "{backend}");
+        }
+        // Replicas starting together: the work is done once, whoever does it; on Postgres one
+        // does all of it and the other, its turn come, finds nothing left.
+        sqlx::query("UPDATE run_suites SET digest_version = 0, digest = NULL").execute(&mut conn).await.unwrap();
+        let (x, y) = tokio::join!(a.refresh_digests(), b.refresh_digests());
+        let (x, y) = (x.unwrap(), y.unwrap());
+        assert_eq!(x + y, rows as u64, "{backend}");
+        if backend == "postgres" {
+            assert_eq!(x.min(y), 0, "{backend}: both replicas did part of the work");
+        }
+        conn.close().await.ok();
+        a.close().await;
+        b.close().await;
+        db.drop_database().await;
+    }
+}
+
 #[tokio::test]
 async fn every_page_read_uses_an_index_not_a_scan_of_history() {
     each_backend(|store, backend| async move {

@@ -306,12 +306,39 @@ impl Store {
         Ok(plans)
     }
 
+    /// This server's turn at storing the digests of older runs ([`Store::refresh_digests`]):
+    /// on Postgres a session advisory lock ([`BACKFILL_LOCK`]) on a connection of its own, taken
+    /// out of the pool, waited for while another server holds it, so that replicas do not
+    /// repeat one another's work. The lock goes with the connection: when the turn is dropped,
+    /// or the process dies, Postgres ends the session and frees it. SQLite, one server's file,
+    /// always has its turn.
+    pub(crate) async fn backfill_turn(&self) -> anyhow::Result<BackfillTurn> {
+        let Some(copy_pool) = &self.copy_pool else { return Ok(BackfillTurn { _session: None }) };
+        let mut conn = copy_pool.acquire().await?.detach();
+        let (taken,): (bool,) =
+            sqlx::query_as("SELECT pg_try_advisory_lock($1)").bind(BACKFILL_LOCK).fetch_one(&mut conn).await?;
+        if !taken {
+            tracing::info!("another server is storing the digests of older runs; waiting for it to finish");
+            sqlx::query("SELECT pg_advisory_lock($1)").bind(BACKFILL_LOCK).execute(&mut conn).await?;
+        }
+        Ok(BackfillTurn { _session: Some(conn) })
+    }
+
     pub async fn close(&self) {
         if let Some(copy_pool) = &self.copy_pool {
             copy_pool.close().await;
         }
         self.pool.close().await;
     }
+}
+
+/// The Postgres advisory lock key of the start-up backfill ("HdrmDgst" in ASCII).
+pub const BACKFILL_LOCK: i64 = 0x4864_726d_4467_7374;
+
+/// Held while this server stores the digests of older runs (see [`Store::backfill_turn`]).
+pub(crate) struct BackfillTurn {
+    /// The session holding the lock; closing it frees the lock.
+    _session: Option<sqlx::PgConnection>,
 }
 
 /// Creates the SQLite file of `url` readable by its owner only (0600) before SQLite does (it

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
 use model::plan::regression;
-use model::wire::measured::{self, SuiteDigest, digest_version, digest_version_sql};
+use model::wire::measured::{self, SuiteDigest, digest_version};
 use model::{
     Floor, GpuInfo, Measurement, MeasurementStatus, NodeSummary, RunDetail, RunStatus, RunSummary, RunUpload, Stats,
     Suite, Unit,
@@ -448,57 +448,62 @@ impl Store {
     }
 
     /// Rewrites, a batch at a time, every digest stored before digests existed or by an older
-    /// reading of runs ([`digest_version`]); returns how many. Replicas may run it at once: each
-    /// writes the same digest, in key order (so two never wait on each other crosswise), and
-    /// never over a newer reading a newer server stored.
+    /// reading of runs ([`digest_version`]); returns how many. Suite by suite, newest runs first,
+    /// so that after an upgrade the runs people look at are stored again first (the pages read
+    /// the others right meanwhile, computing them). On Postgres one server does it at a time
+    /// ([`Store::backfill_turn`]): replicas started together wait their turn and then find
+    /// nothing left, and a newer server in a rolling upgrade rewrites, once an older one is done,
+    /// what it reads anew. Writers never go over a newer reading a newer server stored, and each
+    /// batch writes in key order (so two never wait on each other crosswise).
     pub async fn refresh_digests(&self) -> anyhow::Result<u64> {
-        let mut after = (String::new(), String::new());
+        let _turn = self.backfill_turn().await?;
         let mut rewritten = 0;
-        let current = digest_version_sql("suite");
-        loop {
-            // A range of the primary key, from where the last batch ended.
-            let stale: Vec<(String, String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
-                "SELECT suite, run_id, started_at_ms FROM run_suites WHERE (suite, run_id) > ($1, $2) \
-                 AND (digest_version < {current} OR digest IS NULL) AND measurements_removed_at_ms IS NULL \
-                 ORDER BY suite, run_id LIMIT {BACKFILL_BATCH}"
-            )))
-            .bind(&after.0)
-            .bind(&after.1)
-            .fetch_all(&self.pool)
-            .await?;
-            let Some(last) = stale.last().map(|(suite, run_id, _)| (suite.clone(), run_id.clone())) else {
-                return Ok(rewritten);
+        for &suite in Suite::ALL {
+            rewritten += self.refresh_suite_digests(suite, u64::MAX).await?;
+        }
+        Ok(rewritten)
+    }
+
+    /// [`Store::refresh_digests`] of one suite, newest runs first, rewriting at most `limit`.
+    pub async fn refresh_suite_digests(&self, suite: Suite, limit: u64) -> anyhow::Result<u64> {
+        let current = digest_version(suite);
+        // From where the last batch ended, along run_suites_by_start (suite, started_at_ms DESC, run_id).
+        let mut after = (i64::MAX, String::new());
+        let mut rewritten = 0;
+        while rewritten < limit {
+            let batch = (limit - rewritten).min(BACKFILL_BATCH as u64);
+            let stale: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(stale_digests_sql(current, batch)))
+                .bind(suite.as_str())
+                .bind(after.0)
+                .bind(&after.1)
+                .fetch_all(&self.pool)
+                .await?;
+            let Some(last) = stale.last().map(|(run_id, started_at_ms)| (*started_at_ms, run_id.clone())) else {
+                break;
             };
-            let mut by_suite: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
-            for (suite, run_id, started_at_ms) in stale {
-                by_suite.entry(suite).or_default().push((run_id, started_at_ms));
+            let digests: BTreeMap<String, SuiteDigest> =
+                self.compute_digests(suite, &stale, true).await?.into_iter().collect();
+            let (_writing, mut tx) = self.begin_write().await?;
+            for (run_id, digest) in digests {
+                let stored = StoredDigest::new(suite, &digest)?;
+                rewritten += sqlx::query(AssertSqlSafe(format!(
+                    "UPDATE run_suites SET digest_version = {current}, digest = $1, llm = $2, headline = $3 \
+                     WHERE suite = $4 AND run_id = $5 AND (digest_version < {current} OR digest IS NULL) \
+                     AND measurements_removed_at_ms IS NULL"
+                )))
+                .bind(stored.json)
+                .bind(i64::from(stored.llm))
+                .bind(super::OptF64(stored.headline))
+                .bind(suite.as_str())
+                .bind(&run_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
             }
-            for (suite_name, run_ids) in by_suite {
-                let Ok(suite) = Suite::parse(&suite_name) else { continue };
-                let digests: BTreeMap<String, SuiteDigest> =
-                    self.compute_digests(suite, &run_ids, true).await?.into_iter().collect();
-                let (_writing, mut tx) = self.begin_write().await?;
-                let version = digest_version(suite);
-                for (run_id, digest) in digests {
-                    let stored = StoredDigest::new(suite, &digest)?;
-                    rewritten += sqlx::query(AssertSqlSafe(format!(
-                        "UPDATE run_suites SET digest_version = {version}, digest = $1, llm = $2, headline = $3 \
-                         WHERE suite = $4 AND run_id = $5 AND (digest_version < {version} OR digest IS NULL) \
-                         AND measurements_removed_at_ms IS NULL"
-                    )))
-                    .bind(stored.json)
-                    .bind(i64::from(stored.llm))
-                    .bind(super::OptF64(stored.headline))
-                    .bind(&suite_name)
-                    .bind(&run_id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                }
-                tx.commit().await?;
-            }
+            tx.commit().await?;
             after = last;
         }
+        Ok(rewritten)
     }
 
     /// Runs matching the filter, newest first.
@@ -676,6 +681,18 @@ pub(super) enum Bind {
     Int(i64),
 }
 
+/// Up to `limit` runs of the suite `$1` whose digest is older than `current` or missing,
+/// newest first, after ($2, $3) in that order (`started_at_ms` descending, then `run_id`):
+/// along the index `run_suites_by_start`.
+fn stale_digests_sql(current: i64, limit: u64) -> String {
+    format!(
+        "SELECT run_id, started_at_ms FROM run_suites WHERE suite = $1 \
+         AND started_at_ms <= $2 AND (started_at_ms < $2 OR run_id > $3) \
+         AND (digest_version < {current} OR digest IS NULL) AND measurements_removed_at_ms IS NULL \
+         ORDER BY started_at_ms DESC, run_id LIMIT {limit}"
+    )
+}
+
 /// Every read the pages make of runs, as (what it is, SQL, binds), for [`Store::query_plans`];
 /// `run` is a run's id and start time.
 pub(super) fn page_reads(node: &str, run: (&str, i64)) -> Vec<(String, String, Vec<Bind>)> {
@@ -694,6 +711,9 @@ pub(super) fn page_reads(node: &str, run: (&str, i64)) -> Vec<(String, String, V
         ("quant digests of chosen runs".into(), digests_of_runs_sql(1), text(&["quant", run_id])),
         ("a node's quant runs".into(), node_digests_sql(30), text(&[node, "quant"])),
         ("the newest LLM endpoint runs".into(), recent_llm_digests_sql(10), text(&["endpoint"])),
+        ("the backfill's next stale digests".into(), stale_digests_sql(1, BACKFILL_BATCH as u64), {
+            vec![Bind::Text("endpoint".into()), Bind::Int(started), Bind::Text(run_id.into())]
+        }),
         ("measurements of stale digests".into(), suite_measurements_sql(2), {
             let mut binds = text(&["quant", run_id, node]);
             binds.extend([Bind::Int(started), Bind::Int(started - 1)]);
