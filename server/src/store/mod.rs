@@ -308,20 +308,50 @@ impl Store {
 
     /// This server's turn at storing the digests of older runs ([`Store::refresh_digests`]):
     /// on Postgres a session advisory lock ([`BACKFILL_LOCK`]) on a connection of its own, taken
-    /// out of the pool, waited for while another server holds it, so that replicas do not
-    /// repeat one another's work. The lock goes with the connection: when the turn is dropped,
-    /// or the process dies, Postgres ends the session and frees it. SQLite, one server's file,
-    /// always has its turn.
-    pub(crate) async fn backfill_turn(&self) -> anyhow::Result<BackfillTurn> {
-        let Some(copy_pool) = &self.copy_pool else { return Ok(BackfillTurn { _session: None }) };
+    /// out of the pool (one connection beyond the pool's, while it lasts), so that replicas do
+    /// not repeat one another's work. While another session holds it, this asks again every
+    /// [`BACKFILL_POLL`] (a blocking wait would meet `lock_timeout` or `statement_timeout`, and
+    /// would leave a killed waiter's backend queued), and gives up after `patience` if one is
+    /// given. The lock goes with its session, which is kept from idling out and made to notice
+    /// a vanished client within about a minute (TCP keepalives); [`BackfillTurn::release`] frees
+    /// it at the end, and dropping the turn (an error, the process dying) closes the session.
+    /// SQLite, one server's file, always has its turn.
+    pub(crate) async fn backfill_turn(&self, patience: Option<Duration>) -> anyhow::Result<BackfillTurn> {
+        let Some(copy_pool) = &self.copy_pool else { return Ok(BackfillTurn { session: None }) };
         let mut conn = copy_pool.acquire().await?.detach();
-        let (taken,): (bool,) =
-            sqlx::query_as("SELECT pg_try_advisory_lock($1)").bind(BACKFILL_LOCK).fetch_one(&mut conn).await?;
-        if !taken {
-            tracing::info!("another server is storing the digests of older runs; waiting for it to finish");
-            sqlx::query("SELECT pg_advisory_lock($1)").bind(BACKFILL_LOCK).execute(&mut conn).await?;
+        // Best effort: a setting this Postgres does not have (idle_session_timeout before 14)
+        // fails alone, outside any transaction, and the session goes on.
+        for setting in [
+            "SET idle_session_timeout = 0",
+            "SET tcp_keepalives_idle = 30",
+            "SET tcp_keepalives_interval = 10",
+            "SET tcp_keepalives_count = 3",
+            "SET tcp_user_timeout = 60000",
+        ] {
+            let _ = sqlx::query(setting).execute(&mut conn).await;
         }
-        Ok(BackfillTurn { _session: Some(conn) })
+        let asked = std::time::Instant::now();
+        let mut said = false;
+        loop {
+            let (taken,): (bool,) =
+                sqlx::query_as("SELECT pg_try_advisory_lock($1)").bind(BACKFILL_LOCK).fetch_one(&mut conn).await?;
+            if taken {
+                return Ok(BackfillTurn { session: Some(conn) });
+            }
+            if !said {
+                tracing::info!("another server is storing the digests of older runs; waiting for it to finish");
+                said = true;
+            }
+            if let Some(patience) = patience {
+                anyhow::ensure!(
+                    asked.elapsed() < patience,
+                    "another server has been storing the digests of older runs for over {} min (its log says \
+                     `stored the digests of older runs` when it is done); try again then",
+                    patience.as_secs() / 60
+                );
+            }
+            tokio::time::sleep(BACKFILL_POLL).await;
+        }
     }
 
     pub async fn close(&self) {
@@ -335,10 +365,35 @@ impl Store {
 /// The Postgres advisory lock key of the start-up backfill ("HdrmDgst" in ASCII).
 pub const BACKFILL_LOCK: i64 = 0x4864_726d_4467_7374;
 
+/// How often a server waiting for its turn at the backfill asks again.
+pub const BACKFILL_POLL: Duration = Duration::from_secs(2);
+
 /// Held while this server stores the digests of older runs (see [`Store::backfill_turn`]).
 pub(crate) struct BackfillTurn {
-    /// The session holding the lock; closing it frees the lock.
-    _session: Option<sqlx::PgConnection>,
+    /// The session holding the lock (Postgres).
+    session: Option<sqlx::PgConnection>,
+}
+
+impl BackfillTurn {
+    /// Fails when the session holding the lock no longer answers: its lock is gone with it,
+    /// another server may have taken the work over, and this one stops.
+    pub(crate) async fn check(&mut self) -> anyhow::Result<()> {
+        if let Some(session) = &mut self.session {
+            sqlx::query("SELECT 1")
+                .execute(session)
+                .await
+                .context("lost the session holding the lock on storing the digests of older runs")?;
+        }
+        Ok(())
+    }
+
+    /// Frees the lock and closes its session.
+    pub(crate) async fn release(mut self) {
+        if let Some(mut session) = self.session.take() {
+            let _ = sqlx::query("SELECT pg_advisory_unlock($1)").bind(BACKFILL_LOCK).execute(&mut session).await;
+            let _ = sqlx::Connection::close(session).await;
+        }
+    }
 }
 
 /// Creates the SQLite file of `url` readable by its owner only (0600) before SQLite does (it

@@ -16,6 +16,10 @@ use super::{DatabaseKind, Store, now_ms};
 /// Runs whose measurements SQLite deletes per transaction.
 const BATCH: usize = 200;
 
+/// How long retention waits for a server storing the digests of older runs (after an upgrade,
+/// refitting thousands of LLM runs takes a while) before it gives up and says to try later.
+const RETENTION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 /// What [`Store::remove_measurements_before`] removed, or would remove when dry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Retention {
@@ -60,8 +64,9 @@ impl Store {
             done.partitions = months.into_iter().map(|(name, _, _)| name).collect();
             return Ok(done);
         }
-        // A digest that would have been computed from the measurements is stored before they go.
-        self.refresh_digests().await?;
+        // A digest that would have been computed from the measurements is stored before they go;
+        // where a server is storing them already, this waits for it, within reason.
+        self.refresh_digests_within(Some(RETENTION_PATIENCE)).await?;
         match self.backend {
             DatabaseKind::Postgres => {
                 for (name, from, to) in months {

@@ -14,7 +14,7 @@ use sqlx::{AssertSqlSafe, FromRow};
 use uuid::Uuid;
 
 use super::run_tx::{Head, Insert, Placed, RunTx, Value};
-use super::{Store, now_ms};
+use super::{BackfillTurn, Store, now_ms};
 
 /// What an ingest did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -452,25 +452,44 @@ impl Store {
     /// so that after an upgrade the runs people look at are stored again first (the pages read
     /// the others right meanwhile, computing them). On Postgres one server does it at a time
     /// ([`Store::backfill_turn`]): replicas started together wait their turn and then find
-    /// nothing left, and a newer server in a rolling upgrade rewrites, once an older one is done,
-    /// what it reads anew. Writers never go over a newer reading a newer server stored, and each
+    /// nothing left. Writers never go over a newer reading a newer server stored, and each
     /// batch writes in key order (so two never wait on each other crosswise).
     pub async fn refresh_digests(&self) -> anyhow::Result<u64> {
-        let _turn = self.backfill_turn().await?;
+        self.refresh_digests_within(None).await
+    }
+
+    /// [`Store::refresh_digests`], waiting at most `patience` for its turn (an error after it).
+    pub async fn refresh_digests_within(&self, patience: Option<std::time::Duration>) -> anyhow::Result<u64> {
+        let mut turn = self.backfill_turn(patience).await?;
         let mut rewritten = 0;
         for &suite in Suite::ALL {
-            rewritten += self.refresh_suite_digests(suite, u64::MAX).await?;
+            rewritten += self.refresh_suite(suite, u64::MAX, Some(&mut turn)).await?;
         }
+        turn.release().await;
         Ok(rewritten)
     }
 
-    /// [`Store::refresh_digests`] of one suite, newest runs first, rewriting at most `limit`.
+    /// One suite's part of [`Store::refresh_digests`], newest runs first, rewriting at most
+    /// `limit`, without waiting for the turn (other servers may be at it too; the guard on
+    /// every write keeps that safe, only not cheap).
     pub async fn refresh_suite_digests(&self, suite: Suite, limit: u64) -> anyhow::Result<u64> {
+        self.refresh_suite(suite, limit, None).await
+    }
+
+    async fn refresh_suite(
+        &self,
+        suite: Suite,
+        limit: u64,
+        mut turn: Option<&mut BackfillTurn>,
+    ) -> anyhow::Result<u64> {
         let current = digest_version(suite);
         // From where the last batch ended, along run_suites_by_start (suite, started_at_ms DESC, run_id).
         let mut after = (i64::MAX, String::new());
         let mut rewritten = 0;
         while rewritten < limit {
+            if let Some(turn) = turn.as_deref_mut() {
+                turn.check().await?;
+            }
             let batch = (limit - rewritten).min(BACKFILL_BATCH as u64);
             let stale: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(stale_digests_sql(current, batch)))
                 .bind(suite.as_str())
