@@ -529,6 +529,18 @@ async fn the_backfill_stores_the_newest_runs_first_and_once_across_replicas() {
         sqlx::query("UPDATE run_suites SET digest_version = 0, digest = NULL").execute(&mut conn).await.unwrap();
         let (x, y) = tokio::join!(a.refresh_digests(), b.refresh_digests());
         assert_eq!(x.unwrap() + y.unwrap(), rows as u64, "{backend}");
+        // A run whose stored measurement this build cannot read back is left as it was; the
+        // runs after it (older ones, here the third newest on) are stored all the same.
+        sqlx::query("UPDATE run_suites SET digest_version = 0, digest = NULL").execute(&mut conn).await.unwrap();
+        let unreadable = runs[1].run_id.to_string();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE measurements SET unit = 'furlongs' WHERE run_id = '{unreadable}' AND suite = 'quant'"
+        )))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(a.refresh_digests().await.unwrap(), rows as u64 - 1, "{backend}");
+        assert_eq!(current_digests(&mut conn, Suite::Quant).await, 9, "{backend}");
         conn.close().await.ok();
         a.close().await;
         b.close().await;

@@ -500,8 +500,7 @@ impl Store {
             let Some(last) = stale.last().map(|(run_id, started_at_ms)| (*started_at_ms, run_id.clone())) else {
                 break;
             };
-            let digests: BTreeMap<String, SuiteDigest> =
-                self.compute_digests(suite, &stale, true).await?.into_iter().collect();
+            let digests = self.compute_readable_digests(suite, &stale).await;
             let (_writing, mut tx) = self.begin_write().await?;
             for (run_id, digest) in digests {
                 let stored = StoredDigest::new(suite, &digest)?;
@@ -523,6 +522,27 @@ impl Store {
             after = last;
         }
         Ok(rewritten)
+    }
+
+    /// The digests of `runs` for the backfill. A run whose stored measurements cannot be read
+    /// back (a row this build does not understand) is left as it is, with a warning, rather
+    /// than stopping at each start the backfill of every run after it: when the batch fails,
+    /// its runs are read one by one.
+    async fn compute_readable_digests(&self, suite: Suite, runs: &[(String, i64)]) -> BTreeMap<String, SuiteDigest> {
+        if let Ok(digests) = self.compute_digests(suite, runs, true).await {
+            return digests.into_iter().collect();
+        }
+        let mut digests = BTreeMap::new();
+        for run in runs {
+            match self.compute_digests(suite, std::slice::from_ref(run), true).await {
+                Ok(one) => digests.extend(one),
+                Err(err) => tracing::warn!(
+                    run_id = %run.0, suite = suite.as_str(), error = %format!("{err:#}"),
+                    "cannot read this run's measurements back; its digest is left as it was"
+                ),
+            }
+        }
+        digests
     }
 
     /// Runs matching the filter, newest first.
