@@ -214,6 +214,38 @@ pub fn parse_concurrency(text: &str) -> Result<u32, String> {
     }
 }
 
+/// Said before a load test of a service on this node while the agent may run on any of its
+/// cores.
+const SHARED_CORES: &str = "  note: the target is on this node and the agent may run on any of its cores: under load \
+    the agent's own CPU competes with the service's, and the latencies measured include that; pin them apart \
+    (taskset -c 0 measurements-agent …, the service on the other cores) or run the agent on another node";
+
+/// Whether `url` names this node: `localhost` or a loopback address.
+fn on_this_node(url: &str) -> bool {
+    let Some(host) = reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned)) else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether this process may run on fewer than all of the node's online CPUs (`taskset`,
+/// a cgroup's cpuset): then someone has placed it, and presumably the service elsewhere.
+fn pinned() -> bool {
+    let allowed = crate::suites::transport::allowed_cpus().len();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").ok().and_then(|list| cpu_count(&list));
+    online.is_some_and(|online| allowed > 0 && allowed < online)
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
+fn cpu_count(list: &str) -> Option<usize> {
+    list.trim().split(',').try_fold(0, |n, part| {
+        let count = match part.split_once('-') {
+            Some((lo, hi)) => hi.parse::<usize>().ok()?.checked_sub(lo.parse::<usize>().ok()?)? + 1,
+            None => part.parse::<usize>().map(|_| 1).ok()?,
+        };
+        Some(n + count)
+    })
+}
+
 /// The target's URL as stored: scheme, host, port and path; never credentials or a query.
 pub fn public_url(url: &str) -> anyhow::Result<String> {
     // The error does not repeat the URL: it may hold a secret.
@@ -282,6 +314,9 @@ impl Benchmark for EndpointSuite {
             None => format!("{what}: one request alone takes {:.2} ms", probe.as_secs_f64() * 1e3),
             Some(failed) => format!("{what}: every probe request failed ({failed}); the steps count such failures"),
         });
+        if on_this_node(&config.target) && !pinned() {
+            progress.line(SHARED_CORES);
+        }
 
         let mut base = BTreeMap::new();
         base.insert("target".to_string(), public.clone());
@@ -883,6 +918,20 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_on_this_node_is_told_apart_and_cpu_lists_are_counted() {
+        for local in ["http://127.0.0.1:8000/v2", "http://localhost:3000", "https://LOCALHOST", "http://[::1]:80/"] {
+            assert!(on_this_node(local), "{local}");
+        }
+        for remote in ["http://10.0.0.7:8000", "https://inference.example.com", "http://[2001:db8::1]/", "nonsense"] {
+            assert!(!on_this_node(remote), "{remote}");
+        }
+        assert_eq!(cpu_count("0-3,8,10-11\n"), Some(7));
+        assert_eq!(cpu_count("0"), Some(1));
+        assert_eq!(cpu_count("3-1"), None);
+        assert_eq!(cpu_count("x"), None);
+    }
 
     #[test]
     fn durations_rates_and_slos_parse_or_say_why() {
