@@ -483,6 +483,12 @@ impl Store {
         mut turn: Option<&mut BackfillTurn>,
     ) -> anyhow::Result<u64> {
         let current = digest_version(suite);
+        // Never over a newer reading (a newer server's).
+        let update = format!(
+            "UPDATE run_suites SET digest_version = {current}, digest = $1, llm = $2, headline = $3 \
+             WHERE suite = $4 AND run_id = $5 AND (digest_version < {current} OR digest IS NULL) \
+             AND measurements_removed_at_ms IS NULL"
+        );
         // From where the last batch ended, along run_suites_by_start (suite, started_at_ms DESC, run_id).
         let mut after = (i64::MAX, String::new());
         let mut rewritten = 0;
@@ -504,19 +510,15 @@ impl Store {
             let (_writing, mut tx) = self.begin_write().await?;
             for (run_id, digest) in digests {
                 let stored = StoredDigest::new(suite, &digest)?;
-                rewritten += sqlx::query(AssertSqlSafe(format!(
-                    "UPDATE run_suites SET digest_version = {current}, digest = $1, llm = $2, headline = $3 \
-                     WHERE suite = $4 AND run_id = $5 AND (digest_version < {current} OR digest IS NULL) \
-                     AND measurements_removed_at_ms IS NULL"
-                )))
-                .bind(stored.json)
-                .bind(i64::from(stored.llm))
-                .bind(super::OptF64(stored.headline))
-                .bind(suite.as_str())
-                .bind(&run_id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+                rewritten += sqlx::query(AssertSqlSafe(update.as_str()))
+                    .bind(stored.json)
+                    .bind(i64::from(stored.llm))
+                    .bind(super::OptF64(stored.headline))
+                    .bind(suite.as_str())
+                    .bind(&run_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
             }
             tx.commit().await?;
             after = last;
