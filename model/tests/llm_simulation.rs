@@ -4,6 +4,7 @@
 //! lasting t₀ + d·N + p·P. Seeded and deterministic.
 
 use model::plan::endpoint::Step;
+use model::plan::llm::batching::itl_share_at_most;
 use model::plan::llm::fit::{LlmCalibration, LlmCheck, LlmPrediction, LlmStep};
 use model::plan::llm::simulate::{Simulated, bands, sampling, simulate};
 use model::plan::llm::{Engine, Load, predict};
@@ -57,22 +58,34 @@ fn ttft_and_itl_percentiles_agree_with_the_simulated_scheduler() {
                         (predicted - simulated) / simulated * 100.0,
                         Simulated::rank(values, predicted),
                     );
-                    // The one case the model misses by more: exponential prompt lengths on a CPU-like
-                    // engine at half capacity, where long prompts bunch the next arrivals into
-                    // prompt-reading gaps more often than Poisson(λτ) says. Its ITL p99 is the
-                    // simulation's p95; it is held to that.
-                    let known = engine.slots == 8 && input_cv > 0.0 && share == 0.5 && name == "itl p99";
-                    let rank = Simulated::rank(values, predicted);
                     if !validated {
                         outside += 1;
-                    } else if known {
-                        if rank < 0.94 {
-                            failures.push(line.clone());
-                        }
                     } else if !agrees(values, q, predicted, 0.25) {
                         failures.push(line.clone());
                     }
                     report.push(format!("{}{line}", if validated { "" } else { "(outside) " }));
+                }
+                // Where a prompt's reading stands out of the plain gaps (half a mean prompt is longer
+                // than the slowest plain gap, so the gaps over it are those holding a prompt), the
+                // share of gaps that hold one: what decides on
+                // which side of the jump an ITL p99 lands. Counted per iteration as Poisson(λτ),
+                // it was 30–35 % short at 70 % of capacity (0.0151 against 0.0217 for I 400).
+                let prompt = engine.per_prompt_token.0 * input;
+                let slowest = engine.fixed.0 + engine.per_sequence.0 * f64::from(engine.slots);
+                if validated && prompt > 2.0 * slowest {
+                    let at = prompt / 2.0;
+                    let model = 1.0 - itl_share_at_most(&engine, &load, at).unwrap().unwrap();
+                    let simulated = 1.0 - Simulated::rank(&sim.itl, at);
+                    let line = format!(
+                        "S {:>2} I {input:>3} (cv {input_cv}) O {output:>3} at {share:.1} of capacity: gaps over {:.0} ms model {model:.4} sim {simulated:.4} ({:+.0} %)",
+                        engine.slots,
+                        at * 1e3,
+                        (model - simulated) / simulated * 100.0,
+                    );
+                    if !(simulated > 0.0 && ((model - simulated) / simulated).abs() <= 0.25) {
+                        failures.push(line.clone());
+                    }
+                    report.push(line);
                 }
             }
         }

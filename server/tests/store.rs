@@ -733,11 +733,11 @@ fn latest_migration(backend: &str) -> usize {
         .unwrap()
 }
 
-/// 0012: an endpoint digest of reading 3 without an LLM fit is what reading 4 stores, so it is
-/// marked current and the backfill refits only LLM runs; other suites' and LLM runs' stay as
-/// they were.
+/// 0012 and 0013: an endpoint digest of reading 3 or 4 without an LLM fit is what reading 5
+/// stores (4 added the LLM bands, 5 changed the LLM fit), so it is marked current and the
+/// backfill refits only LLM runs; other suites' and LLM runs' stay as they were.
 #[tokio::test]
-async fn endpoint_digests_without_an_llm_fit_are_current_at_reading_4() {
+async fn endpoint_digests_without_an_llm_fit_are_current_at_reading_5() {
     use sqlx::Connection;
     for db in databases().await {
         let backend = db.backend;
@@ -747,16 +747,21 @@ async fn endpoint_digests_without_an_llm_fit_are_current_at_reading_4() {
              status, suites, measurement_count) VALUES \
              ('00000000-0000-4000-8000-000000000001', 'n', 'a', '0.1.0', 1, 1, 0, 'ok', 'endpoint,system', 0), \
              ('00000000-0000-4000-8000-000000000002', 'n', 'a', '0.1.0', 2, 2, 0, 'ok', 'endpoint', 0), \
-             ('00000000-0000-4000-8000-000000000003', 'n', 'a', '0.1.0', 3, 3, 0, 'ok', 'endpoint', 0)",
+             ('00000000-0000-4000-8000-000000000003', 'n', 'a', '0.1.0', 3, 3, 0, 'ok', 'endpoint', 0), \
+             ('00000000-0000-4000-8000-000000000004', 'n', 'a', '0.1.0', 4, 4, 0, 'ok', 'endpoint', 0), \
+             ('00000000-0000-4000-8000-000000000005', 'n', 'a', '0.1.0', 5, 5, 0, 'ok', 'endpoint', 0)",
             "INSERT INTO run_suites (suite, run_id, node_id, started_at_ms, digest_version, digest, llm) VALUES \
              ('endpoint', '00000000-0000-4000-8000-000000000001', 'n', 1, 3, '{}', 0), \
              ('system', '00000000-0000-4000-8000-000000000001', 'n', 1, 3, '{}', 0), \
              ('endpoint', '00000000-0000-4000-8000-000000000002', 'n', 2, 3, '{\"llm\":{}}', 1), \
-             ('endpoint', '00000000-0000-4000-8000-000000000003', 'n', 3, 0, NULL, 0)",
+             ('endpoint', '00000000-0000-4000-8000-000000000003', 'n', 3, 0, NULL, 0), \
+             ('endpoint', '00000000-0000-4000-8000-000000000004', 'n', 4, 4, '{\"llm\":{}}', 1), \
+             ('endpoint', '00000000-0000-4000-8000-000000000005', 'n', 5, 4, '{}', 0)",
         ] {
             sqlx::query(sql).execute(&mut conn).await.unwrap();
         }
-        let store = Store::connect(&db.url).await.expect("0012 applies over stored digests");
+        // The runs of reading 4 were stored by a server that had 0012 but not 0013.
+        let store = Store::connect(&db.url).await.expect("0012 and 0013 apply over stored digests");
         let versions: Vec<(String, String, i64)> =
             sqlx::query_as("SELECT suite, run_id, digest_version FROM run_suites ORDER BY run_id, suite")
                 .fetch_all(&mut conn)
@@ -764,7 +769,14 @@ async fn endpoint_digests_without_an_llm_fit_are_current_at_reading_4() {
                 .unwrap();
         let versions: Vec<(&str, char, i64)> =
             versions.iter().map(|(s, r, v)| (s.as_str(), r.chars().last().unwrap(), *v)).collect();
-        let expected = [("endpoint", '1', 4), ("system", '1', 3), ("endpoint", '2', 3), ("endpoint", '3', 0)];
+        let expected = [
+            ("endpoint", '1', 5),
+            ("system", '1', 3),
+            ("endpoint", '2', 3),
+            ("endpoint", '3', 0),
+            ("endpoint", '4', 4),
+            ("endpoint", '5', 5),
+        ];
         assert_eq!(versions, expected, "{backend}");
         conn.close().await.ok();
         store.close().await;
