@@ -1,11 +1,15 @@
-//! `cargo bench -p model`: how long right-sizing and the Monte Carlo take, as a
+//! `cargo bench -p model`: how long right-sizing, the Monte Carlo and the LLM model take, as a
 //! table with each figure's ratio to a baseline measured in the same run (the amortization
 //! formula over 100 000 inputs), so a noisy machine still gives comparable numbers.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use model::RunUpload;
 use model::plan::cost::{AmortizationInput, amortize};
+use model::plan::llm::fit::{check, steps};
+use model::plan::llm::sizing::{LlmSizingInput, size};
+use model::plan::llm::{Engine, Load, predict};
 use model::plan::memory::{KvCache, Precision};
 use model::plan::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, Source, right_size};
 use model::plan::uncertainty::{UncertaintyInput, simulate};
@@ -93,6 +97,44 @@ fn main() {
     let input = UncertaintyInput::example(100_000);
     let took = time(11, || simulate(&input).unwrap());
     rows.push(("Monte Carlo 100 000 samples, 6 inputs".into(), took, "native; goal < 100 ms in the browser".into()));
+
+    // The LLM model: one prediction, a replica search, and the fit of a real run (which
+    // predicts at every step again and again).
+    let cpu =
+        Engine { fixed: Seconds(0.0006), per_sequence: Seconds(0.0001), per_prompt_token: Seconds(0.0003), slots: 8 };
+    let gpu =
+        Engine { fixed: Seconds(0.012), per_sequence: Seconds(0.0002), per_prompt_token: Seconds(0.00005), slots: 256 };
+    for (name, engine, input, output) in
+        [("8 slots (llama.cpp on a CPU)", cpu, 260.0, 32.0), ("256 slots (a GPU)", gpu, 500.0, 200.0)]
+    {
+        let load = Load {
+            rate: 0.8 * engine.capacity(input, output),
+            input_tokens: input,
+            input_cv: 0.5,
+            output_tokens: output,
+        };
+        let took = time(51, || predict(&engine, &load).unwrap().unwrap());
+        rows.push((format!("LLM predict at 80 % of capacity, {name}"), took, "TTFT and ITL percentiles".into()));
+        let sizing = LlmSizingInput {
+            engine,
+            load: Load { rate: 40.0 * load.rate, ..load },
+            ttft_p99_slo: Some(Seconds(2.0)),
+            itl_p99_slo: Some(Seconds(0.2)),
+            replica_hourly: UsdPerHour(4.0),
+        };
+        let sized = size(&sizing).unwrap();
+        let took = time(11, || size(&sizing).unwrap());
+        rows.push((format!("LLM replicas for 40× that, {name}"), took, format!("{} replicas", sized.replicas)));
+    }
+    let run: RunUpload =
+        serde_json::from_str(include_str!("../examples/llama-runs/2026-12-07-high-load-1.json")).expect("a stored run");
+    let measured = steps(&run.measurements);
+    let took = time(5, || check(&measured, 8).expect("the run fits"));
+    rows.push((
+        "LLM fit and check of a real 4-step run".into(),
+        took,
+        "what storing an LLM run costs the server".into(),
+    ));
 
     println!("{:<56} {:>12} {:>10}  notes", "benchmark", "median", "× baseline");
     println!(
