@@ -351,9 +351,13 @@ fn states(st: &Steady) -> Vec<(f64, f64)> {
     st.occupancy.iter().enumerate().filter(|&(_, &w)| w > 1e-12 * heaviest).map(|(m, &w)| (m as f64, w)).collect()
 }
 
+/// The most prompts one iteration is modelled admitting, whatever the free slots: a count this
+/// large only bounds a Poisson spread, which [`poisson`] merges into a few groups anyway.
+const MAX_ADMITTED: u32 = 4096;
+
 /// Prompts a state of `m` resident can still admit: one per free slot.
 fn free_slots(engine: &Engine, m: f64) -> u32 {
-    ((f64::from(engine.slots) - m).max(0.0) as u32).min(4096)
+    ((f64::from(engine.slots) - m).max(0.0) as u32).min(MAX_ADMITTED)
 }
 
 /// The iteration under way when a request arrives at a busy engine with `m` resident, as
