@@ -405,12 +405,12 @@ fn gap_points(
 ) -> Vec<(f64, f64)> {
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
     let s = f64::from(engine.slots);
-    // (m decoding beside, K prompts read) → the gaps per request that hold them. A gap depends
-    // only on m and the K prompts' length, so the weights are summed before the lengths are
-    // spread out.
     // Answers of under two tokens mostly leave before the next iteration: only that share of
     // the sequences resident decodes beside a prompt read next.
     let decoding = (load.output_tokens - 1.0).min(1.0);
+    // (m decoding beside, K prompts read) → the gaps per request that hold them. A gap depends
+    // only on m and the K prompts' length, so the weights are summed before the lengths are
+    // spread out.
     let mut held: std::collections::BTreeMap<(u64, u32), f64> = Default::default();
     let mut admit = |m: f64, k: u32, weight: f64| {
         if m > 0.0 && weight > 0.0 {
