@@ -466,6 +466,19 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
     for chart in ["ttft-cdf", "itl-cdf", "tokens"] {
         assert!(page.contains(&format!("data-chart=\"{chart}\"")), "{chart}");
     }
+    // Below it, each step's requests end to end, as measured: no queue of whole requests is
+    // set beside the LLM model (M/G/c's P99 is off by up to +180 % on a kept llama.cpp run, see
+    // `EndToEnd`).
+    assert!(!page.contains("Your service under load") && !page.contains("data-out=\"endpoint-check\""), "{page}");
+    let (llm_at, end_to_end_at) =
+        (page.find("data-out=\"llm-check\"").unwrap(), page.find("data-out=\"end-to-end\"").unwrap());
+    assert!(llm_at < end_to_end_at, "the LLM model first");
+    let requests = page.split("end-to-end-steps\"").nth(1).and_then(|t| t.split("</table>").next()).unwrap();
+    for s in &steps {
+        let cell = format!("data-label=\"Requests\">{}<", s.requests);
+        assert!(requests.contains(&cell), "step {} counted {} requests: {requests}", s.step.step, s.requests);
+    }
+    assert_eq!(requests.matches("<tr").count(), 1 + 4, "a header row and a row per step: {requests}");
     // The LLM page offers the run and, picked, sizes with the engine fitted when it was stored,
     // saying how far the model was off in it: for a workload like the load test's (the page's
     // default of 1 000-token prompts takes this tiny CPU engine 0.3-0.4 s each, and a slow VM's

@@ -5,6 +5,7 @@
 use leptos::prelude::*;
 use model::format::seconds;
 use model::plan::endpoint::Band;
+use model::plan::llm::Engine;
 use model::plan::llm::fit::{LlmCheck, LlmStep, SlotsFrom};
 use model::plan::llm::simulate::LlmBand;
 
@@ -42,6 +43,18 @@ fn tokens_chart(steps: &[LlmStep], check: &LlmCheck) -> String {
     line_chart(&chart)
 }
 
+/// An engine's fixed cost of an iteration in words: `2.10 ms fixed`, or `nothing fixed` where
+/// the fit put the whole iteration on its sequences (a batched step's gaps as long as its
+/// sequences decoded one by one, or longer; the fit's bisection leaves a remainder of
+/// femtoseconds there, which reads as "0.00 ns").
+pub fn fixed_part(e: &Engine) -> String {
+    if has_fixed_part(e) { format!("{} fixed", seconds(e.fixed.0)) } else { "nothing fixed".into() }
+}
+
+fn has_fixed_part(e: &Engine) -> bool {
+    e.fixed.0 > 1e-6 * (e.fixed.0 + e.per_sequence.0)
+}
+
 /// `check` is the fit the server made when it stored the run ([`model::wire::measured::LlmDigest`]).
 #[component]
 pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>, bands: Vec<LlmBand>) -> impl IntoView {
@@ -51,13 +64,17 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>, bands: Vec<Llm
     let c = check.calibration;
     let e = c.engine;
     let batch = match c.batch_step {
+        Some(step) if !has_fixed_part(&e) => format!(
+            "{} per sequence decoded (from step {step}, whose batches took as long as their sequences one by one, or longer)",
+            seconds(e.per_sequence.0)
+        ),
         Some(step) => format!("{} per sequence decoded (from step {step})", seconds(e.per_sequence.0)),
         None => "no step batched enough sequences to measure the cost of one more: taken as 0".into(),
     };
     let summary = format!(
-        "Fitted from step {}: an iteration costs {} fixed, {}; prompts read at {:.0} tokens/s. Requests carried {:.0} prompt and {:.0} output tokens on average. {}",
+        "Fitted from step {}: an iteration costs {}, {}; prompts read at {:.0} tokens/s. Requests carried {:.0} prompt and {:.0} output tokens on average. {}",
         c.base_step,
-        seconds(e.fixed.0),
+        fixed_part(&e),
         batch,
         1.0 / e.per_prompt_token.0.max(1e-12),
         c.input_tokens,

@@ -346,6 +346,52 @@ fn EndpointCheck(steps: Vec<endpoint::Step>, bands: Vec<endpoint::Band>) -> impl
     }.into_any()
 }
 
+/// A load test of a streamed LLM server: each step's requests end to end, measured only. The
+/// request-level queue (M/G/c) of [`EndpointCheck`] does not describe continuous batching (on
+/// the kept llama.cpp run `model/examples/llama-runs/2026-12-07-out-of-sample.json` its P99 is
+/// off by −11 %, +84 % and +180 % where the LLM model's TTFT p99 is off by −16 %, −12 % and
+/// −21 %), so it is not offered beside the LLM model, which predicts this server's TTFT and ITL.
+#[component]
+fn EndToEnd(steps: Vec<endpoint::Step>) -> impl IntoView {
+    let time = |v: Option<f64>| v.map(seconds).unwrap_or_else(|| "–".into());
+    let closed = steps.iter().any(|s| s.in_flight.is_some());
+    let (load_head, from) = if closed { ("In flight", "its send") } else { ("Offered", "its scheduled send") };
+    view! {
+        <section class="card" data-out="end-to-end">
+            <h2>"Requests end to end"</h2>
+            <p>{format!("Each request from {from} to its last token, as measured. A streamed LLM server batches requests as they come, so a queue of whole requests (the model this page sets beside other load tests) does not describe it: the LLM model above predicts its time to first token and between tokens.")}</p>
+            <div tabindex="0" class="table-wrap">
+                <table class="stack end-to-end-steps">
+                    <thead><tr><th>"Step"</th><th>{load_head}</th><th>"Achieved"</th><th>"Errors"</th><th>"Requests"</th><th>"P50"</th><th>"P99"</th><th>"Note"</th></tr></thead>
+                    <tbody>
+                        {steps.iter().map(|s| {
+                            let note = if s.client_limited { "client-limited: not trusted" }
+                                else if s.saturated { "saturated" }
+                                else { "" };
+                            let load = match s.in_flight {
+                                Some(n) => n.to_string(),
+                                None => format!("{:.2}/s", s.offered),
+                            };
+                            view! {
+                                <tr>
+                                    <td data-label="Step">{s.step}</td>
+                                    <td data-label=load_head>{load}</td>
+                                    <td data-label="Achieved">{format!("{:.2}/s", s.achieved)}</td>
+                                    <td data-label="Errors">{format!("{:.1} %", s.error_rate * 100.0)}</td>
+                                    <td data-label="Requests">{s.requests}</td>
+                                    <td data-label="P50">{time(s.p50)}</td>
+                                    <td data-label="P99">{time(s.p99)}</td>
+                                    <td data-label="Note">{note}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        </section>
+    }
+}
+
 /// One row of the GEMM table: a path on a shape, or ONNX Runtime's figure on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GemmRow {
@@ -596,8 +642,12 @@ fn Run(view: RunView) -> impl IntoView {
     let suites = run.suites.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
     let steps = endpoint::steps(&ms);
     let bands = view.endpoint_bands.clone();
-    let endpoint_check = (!steps.is_empty()).then(|| view! { <EndpointCheck steps bands/> });
     let llm_steps = model::plan::llm::fit::steps(&ms);
+    let endpoint_check = match (steps.is_empty(), llm_steps.is_empty()) {
+        (true, _) => None,
+        (false, true) => Some(view! { <EndpointCheck steps bands/> }.into_any()),
+        (false, false) => Some(view! { <EndToEnd steps/> }.into_any()),
+    };
     let llm_check = (!llm_steps.is_empty())
         .then(|| view! { <crate::components::llm_check::LlmCheckView steps=llm_steps check=view.llm.clone() bands=view.llm_bands.clone()/> });
     let gemm = ms.iter().any(|m| m.case == "gemm_throughput").then(|| view! { <GemmTable ms=ms.clone()/> });
@@ -609,8 +659,8 @@ fn Run(view: RunView) -> impl IntoView {
         })}
         <crate::pages::alerts::RunAlerts alerts=view.alerts.clone()/>
         <p><a href=format!("/api/v1/runs/{id}")>"This run as JSON"</a></p>
-        {endpoint_check}
         {llm_check}
+        {endpoint_check}
         {gemm}
         {charts.into_iter().map(|(kind, svg)| view! { <div class="chart card" data-chart=kind inner_html=svg></div> }).collect_view()}
         <h2>"This node's runs"</h2>

@@ -135,7 +135,10 @@ pub const DIGEST_VERSION: i64 = 2;
 /// Suites whose reading changed since [`DIGEST_VERSION`]: the system suite's power (3), the
 /// endpoint suite's noise bands and ITL ranks (3), its LLM steps' TTFT and ITL bands (4), its
 /// LLM fit with the gaps that hold a prompt counted from the prompts' side (5), and the gemm
-/// suite's GPU power (3).
+/// suite's GPU power (3). Not raised when a streamed LLM run stopped getting the request-level
+/// queue's bands (`endpoint_bands`): no page shows them for such a run, so a stored digest that
+/// still holds them answers every page as a new one does, and raising it would refit every
+/// LLM run stored.
 pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 3] = [(Suite::System, 3), (Suite::Endpoint, 5), (Suite::Gemm, 3)];
 
 /// The reading of `suite`'s runs this build stores.
@@ -173,7 +176,8 @@ pub struct SuiteDigest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power: Option<PowerDigest>,
     /// Endpoint: where each open-loop step's p99 would fall by chance were the service the
-    /// calibrated queue ([`crate::plan::endpoint::bands`]); simulated once, where the LLM fit is.
+    /// calibrated queue ([`crate::plan::endpoint::bands`]); simulated once, where the LLM fit is,
+    /// and not for a streamed LLM run (its page shows the LLM model's bands instead).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoint_bands: Vec<crate::plan::endpoint::Band>,
 }
@@ -338,16 +342,21 @@ pub fn digest_with(suite: Suite, run_id: &str, measurements: &[Measurement], fit
         Suite::Transport => {
             SuiteDigest { headline, transport: transport_points(run_id, measurements), ..SuiteDigest::default() }
         }
-        Suite::Endpoint => SuiteDigest {
-            headline,
-            llm: if fit_llm { llm_digest(measurements) } else { None },
-            endpoint_bands: if fit_llm {
-                crate::plan::endpoint::bands(&crate::plan::endpoint::steps(measurements))
-            } else {
-                Vec::new()
-            },
-            ..SuiteDigest::default()
-        },
+        Suite::Endpoint => {
+            // A streamed LLM run's page sets the LLM model beside its steps, not the request-level
+            // queue, whose bands would be simulated for nothing.
+            let queue = crate::plan::llm::fit::steps(measurements).is_empty();
+            SuiteDigest {
+                headline,
+                llm: if fit_llm { llm_digest(measurements) } else { None },
+                endpoint_bands: if fit_llm && queue {
+                    crate::plan::endpoint::bands(&crate::plan::endpoint::steps(measurements))
+                } else {
+                    Vec::new()
+                },
+                ..SuiteDigest::default()
+            }
+        }
         Suite::System | Suite::Gemm => {
             SuiteDigest { headline, power: power_digest(suite, measurements), ..SuiteDigest::default() }
         }
