@@ -78,6 +78,8 @@ test('right-sizing: your service, load-tested against MLServer, sized with the m
   await signIn(page, env.base, env.password, '/right-sizing');
   await hydrated(page);
   const run = await pickDigits(page);
+  // The LLM server's load test is not offered as a queue of whole requests: the LLM page sizes it.
+  assert.equal(await page.locator('#f-service option', { hasText: 'mock-llm' }).count(), 0);
   await page.fill('#f-svc_price', '2.00');
   // MLServer answers in a few milliseconds here; a 100 ms p99 leaves room to size for.
   await page.fill('#f-slo', '100');
@@ -108,6 +110,7 @@ test('planner: your service fills throughput, concurrency and variation, and the
   await hydrated(page);
   await page.check('input[type=checkbox][name=derive]');
   await pickDigits(page);
+  assert.equal(await page.locator('#f-service option', { hasText: 'mock-llm' }).count(), 0, 'the LLM server is sized on the LLM page');
   const throughput = Number(await page.inputValue('#f-throughput'));
   assert.ok(throughput > 10 && throughput < 100_000, `throughput per replica from the load test: ${throughput}`);
   assert.ok(Number(await page.inputValue('#f-concurrency')) >= 1);
@@ -172,6 +175,9 @@ test('llm serving: a load test of an OpenAI-compatible server, picked, sizes wit
   assert.match(await page.locator('[data-out=llm-engine]').innerText(), /^Fitted from step \d/);
   const overflow = await page.locator('table.llm-steps').evaluate((t) => t.scrollWidth - t.parentElement.clientWidth);
   assert.ok(overflow <= 0, `the LLM steps table is ${overflow} px wider than its card at 1280 px`);
+  // Below it the requests end to end, measured only: no queue of whole requests beside the LLM model.
+  assert.equal(await page.locator('[data-out=endpoint-check]').count(), 0);
+  assert.equal(await page.locator('table.end-to-end-steps tbody tr').count(), 3);
   await review(page, 'run-llm-1280');
   assert.deepEqual(problems, []);
   await context.close();

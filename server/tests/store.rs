@@ -581,6 +581,10 @@ async fn every_page_read_uses_an_index_not_a_scan_of_history() {
             if read == "the newest LLM endpoint runs" {
                 assert!(plan.contains("run_suites_llm"), "{backend} · {read} does not use its index:\n{plan}");
             }
+            // And the service pickers theirs, however many LLM load tests there are.
+            if read == "endpoint runs without an LLM engine" {
+                assert!(plan.contains("run_suites_plain"), "{backend} · {read} does not use its index:\n{plan}");
+            }
             // The node list is the one read of a whole table, and it holds a row per node.
             if read == "nodes" {
                 continue;
@@ -979,6 +983,39 @@ fn http_endpoint_run(node: &str, started_at_ms: i64) -> model::RunUpload {
         m.parameters.remove("model");
     }
     run
+}
+
+#[tokio::test]
+async fn the_service_pickers_offer_plain_load_tests_and_leave_llm_servers_to_the_llm_page() {
+    for db in databases().await {
+        let backend = db.backend;
+        let app = common::spawn(&db).await;
+        let agent_id = agent(&app.store).await;
+        let t0 = 1_796_000_000_000;
+        let (plain, llm) = (http_endpoint_run("web", t0), llm_run("llm-node", t0 + 60_000));
+        app.store.insert_run(&agent_id, &plain).await.unwrap();
+        app.store.insert_run(&agent_id, &llm).await.unwrap();
+        let listed = |llm: Option<bool>| {
+            let filter = RunFilter { suite: Some(Suite::Endpoint), llm, limit: 10, ..Default::default() };
+            let store = &app.store;
+            async move { store.list_runs(&filter).await.unwrap().into_iter().map(|r| r.run_id).collect::<Vec<_>>() }
+        };
+        assert_eq!(listed(None).await, [llm.run_id, plain.run_id], "{backend}");
+        assert_eq!(listed(Some(false)).await, [plain.run_id], "{backend}");
+        assert_eq!(listed(Some(true)).await, [llm.run_id], "{backend}");
+        // Right-sizing offers the plain one as "Your service (measured)", sized as a queue of
+        // whole requests; the LLM server's load test only on the LLM page. (The Planner reads
+        // the same list in the browser: the browser test checks it there.)
+        let viewer = app.user_token(Role::Viewer).await;
+        let page =
+            app.http.get(app.url("/right-sizing")).bearer_auth(&viewer).send().await.unwrap().text().await.unwrap();
+        assert!(page.contains(&format!("value=\"{}\"", plain.run_id)), "{backend}: {page}");
+        assert!(!page.contains(&llm.run_id.to_string()), "{backend}: {page}");
+        let page = app.http.get(app.url("/llm")).bearer_auth(&viewer).send().await.unwrap().text().await.unwrap();
+        assert!(page.contains(&format!("value=\"{}\"", llm.run_id)), "{backend}: {page}");
+        app.stop().await;
+        db.drop_database().await;
+    }
 }
 
 #[tokio::test]

@@ -42,7 +42,7 @@ pub fn ServicePicker(
                 let id = service.get();
                 match services.get().into_iter().find(|m| m.run_id == id) {
                     Some(m) => format!("Measured by the endpoint suite in run {}; {}.", &m.run_id[..m.run_id.len().min(8)], m.error_words()),
-                    None if services.get().is_empty() => "No service measured yet: run `measurements-agent run endpoint --target URL --protocol … --sweep`.".to_string(),
+                    None if services.get().is_empty() => "No service measured yet (load tests of streamed LLM servers are sized on the LLM page): run `measurements-agent run endpoint --target URL --protocol … --sweep`.".to_string(),
                     None => idle_hint.to_string(),
                 }
             }}</p>

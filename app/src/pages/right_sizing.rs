@@ -168,7 +168,10 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
     let grid = form.flag("carbon").then(|| Grid { g_co2e_per_kwh: num("grid"), pue: num("pue") });
     if !picked.is_empty() && service.is_none() {
         // Not a silent fall-back to the reference model: the sizing would not be of the service.
-        errors.push("Your service: no stored load test has that run id; pick another, or none".into());
+        errors.push(
+            "Your service: no stored load test has that run id (one of a streamed LLM server is sized on the LLM page); pick another, or none"
+                .into(),
+        );
     }
     if quantile == 0.0 {
         errors.push("SLO quantile: must be greater than zero".into());

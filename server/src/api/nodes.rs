@@ -138,13 +138,20 @@ pub async fn transport_runs(store: &Store, caller: &Caller) -> Result<Vec<Transp
         .collect())
 }
 
-/// Services the endpoint suite measured, newest run first, each calibrated by the model.
+/// Services the endpoint suite measured, newest run first, each calibrated by the model. Not
+/// the load tests of streamed LLM servers: a queue of whole requests (M/G/c) does not describe
+/// continuous batching, so the LLM page sizes those with the engine fitted on them.
 async fn measured_services(store: &Store) -> Result<Vec<MeasuredService>, ApiError> {
     const SERVICES: u32 = 10;
-    let filter = RunFilter { suite: Some(Suite::Endpoint), limit: SERVICES, ..RunFilter::default() };
+    let filter = RunFilter { suite: Some(Suite::Endpoint), llm: Some(false), limit: SERVICES, ..RunFilter::default() };
     let mut services = Vec::new();
     for run in store.list_runs(&filter).await? {
         let Some(detail) = store.get_run_figures(run.run_id).await? else { continue };
+        // A run whose LLM fit failed (none of its steps trusted), or whose digest the backfill
+        // has not refitted yet, is marked as no LLM run: its measurements tell.
+        if !model::plan::llm::fit::steps(&detail.measurements).is_empty() {
+            continue;
+        }
         let Some(check) = model::plan::endpoint::check(&model::plan::endpoint::steps(&detail.measurements)) else {
             continue;
         };

@@ -87,7 +87,7 @@ pub async fn list(
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::Invalid(model::FieldError::new("limit", "must be between 1 and 1000")));
     }
-    let filter = RunFilter { node: params.node, suite, before_ms: params.before_ms, limit };
+    let filter = RunFilter { node: params.node, suite, before_ms: params.before_ms, limit, ..RunFilter::default() };
     Ok(Json(state.store.list_runs(&filter).await?))
 }
 

@@ -39,6 +39,9 @@ pub struct RunFilter {
     pub suite: Option<Suite>,
     /// Only runs started strictly before this Unix time in milliseconds (for paging).
     pub before_ms: Option<i64>,
+    /// With `suite`: only runs whose digest of it holds an LLM engine (`true`) or does not
+    /// (`false`; `run_suites.llm`, written with the digest).
+    pub llm: Option<bool>,
     pub limit: u32,
 }
 
@@ -711,6 +714,13 @@ fn list_runs_sql(filter: &RunFilter) -> (String, Vec<String>) {
     if let Some(before) = filter.before_ms {
         sql.push_str(&format!(" AND {time} < {before}"));
     }
+    debug_assert!(
+        filter.llm.is_none() || filter.suite.is_some(),
+        "RunFilter::llm is a suite's digest's: name the suite"
+    );
+    if let (Some(_), Some(llm)) = (filter.suite, filter.llm) {
+        sql.push_str(&format!(" AND rs.llm = {}", i32::from(llm)));
+    }
     // In the indexes' own order, so a page is read off the index and never sorted.
     sql.push_str(&format!(" ORDER BY {time} DESC, {id} LIMIT {}", filter.limit));
     (sql, text_binds)
@@ -766,8 +776,18 @@ pub(super) fn page_reads(node: &str, run: (&str, i64)) -> Vec<(String, String, V
         ("a node's runs", RunFilter { node: Some(node.into()), limit: 30, ..RunFilter::default() }),
         ("runs with a suite", RunFilter { suite: Some(Suite::Endpoint), limit: 10, ..RunFilter::default() }),
         (
+            "endpoint runs without an LLM engine",
+            RunFilter { suite: Some(Suite::Endpoint), llm: Some(false), limit: 10, ..RunFilter::default() },
+        ),
+        (
             "a node's runs with a suite, a page back",
-            RunFilter { node: Some(node.into()), suite: Some(Suite::Quant), before_ms: Some(1), limit: 100 },
+            RunFilter {
+                node: Some(node.into()),
+                suite: Some(Suite::Quant),
+                before_ms: Some(1),
+                limit: 100,
+                ..RunFilter::default()
+            },
         ),
     ];
     for (name, filter) in filters {
