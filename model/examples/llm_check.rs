@@ -2,15 +2,18 @@
 //! on the run, then each step's measured TTFT and ITL p50/p99 beside the model's at the offered
 //! rate, with the p99 errors and their mean over the counted steps, where chance alone would put
 //! each counted step's p99s (the bands the run page shows), and how far that mean moves from
-//! sampling alone (the run simulated with the fitted engine, 200 times).
+//! sampling alone (the run simulated with the fitted engine, 200 times). Also, per step, the ITL
+//! p50 and mean and the sequences resident (by Little's law) measured, predicted, and in the
+//! scheduler the model approximates, simulated with the fitted engine over 40,000 requests.
 //!
 //! `measurements-agent run endpoint --protocol openai-completions … --json > run.json;
 //! cargo run -p model --example llm_check -- run.json [SLOTS]`: the slots the agent recorded
 //! with the run (the server's, or `--slots`) unless SLOTS is given, else 256 assumed.
 
 use model::RunUpload;
-use model::plan::llm::fit::{check, slots, steps};
-use model::plan::llm::simulate::{bands, sampling};
+use model::plan::llm::fit::{LlmPrediction, check, slots, steps};
+use model::plan::llm::simulate::{Simulated, bands, sampling, simulate};
+use model::plan::rng::Rng;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -71,6 +74,46 @@ fn main() {
         pct(check.mape_ttft_p99),
         pct(check.mape_itl_p99)
     );
+    let counted: Vec<_> = check.predictions.iter().filter(|p| p.counted).collect();
+    let within = |error: fn(&&LlmPrediction) -> Option<f64>| {
+        counted.iter().filter(|p| error(p).is_some_and(|e| e.abs() <= 0.25)).count()
+    };
+    println!(
+        "within ±25 %: TTFT p99 at {} of {n} counted steps, ITL p99 at {} of {n}",
+        within(|p| p.error_ttft_p99),
+        within(|p| p.error_itl_p99),
+        n = counted.len()
+    );
+    // The scheduler the model approximates, simulated at each step's rate with the fitted
+    // engine and many requests: where it and the measurement agree and the model does not,
+    // the approximation is off, not the server.
+    println!();
+    println!(
+        "| step | ITL p50 meas / model / scheduler ms | ITL mean meas / model / scheduler ms | resident meas / model / scheduler |"
+    );
+    println!("|---|---|---|---|");
+    for s in &steps {
+        let load = c.load_at(s.step.offered);
+        let Ok(Some(l)) = model::plan::llm::predict(&e, &load) else { continue };
+        let sim = simulate(&e, &load, 40_000, 2_000, &mut Rng::seeded(u64::from(s.step.step)));
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let mut gaps = sim.itl.clone();
+        gaps.sort_by(f64::total_cmp);
+        println!(
+            "| {} | {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} |",
+            s.step.step,
+            s.itl.p50 * 1e3,
+            l.itl_p50.0 * 1e3,
+            Simulated::quantile(&gaps, 0.5) * 1e3,
+            s.itl.mean * 1e3,
+            l.itl_mean.0 * 1e3,
+            mean(&sim.itl) * 1e3,
+            s.step.achieved * s.step.mean.unwrap_or(0.0),
+            l.mean_resident,
+            s.step.offered * mean(&sim.e2e),
+        );
+    }
+    println!();
     // Where chance alone would put each counted step's p99s, were the server the fitted engine.
     for b in bands(&check, &steps) {
         let p = check.predictions.iter().find(|p| p.step == b.step).expect("a band is of a step checked");
