@@ -2,9 +2,11 @@
 //! on the run, then each step's measured TTFT and ITL p50/p99 beside the model's at the offered
 //! rate, with the p99 errors and their mean over the counted steps, where chance alone would put
 //! each counted step's p99s (the bands the run page shows), and how far that mean moves from
-//! sampling alone (the run simulated with the fitted engine, 200 times). Also, per step, the ITL
-//! p50 and mean and the sequences resident (by Little's law) measured, predicted, and in the
-//! scheduler the model approximates, simulated with the fitted engine over 40,000 requests.
+//! sampling alone (the run simulated with the fitted engine, 200 times). Also, per step, the
+//! rate as a share of the engine's capacity, the TTFT and ITL p99 predicted and in the scheduler
+//! the model approximates (simulated with the fitted engine over 40,000 requests: the
+//! approximation's own error, apart from the server's), and the ITL p50 and mean and the
+//! sequences resident (by Little's law) measured, predicted and in that scheduler.
 //!
 //! `measurements-agent run endpoint --protocol openai-completions … --json > run.json;
 //! cargo run -p model --example llm_check -- run.json [SLOTS]`: the slots the agent recorded
@@ -88,10 +90,11 @@ fn main() {
     // engine and many requests: where it and the measurement agree and the model does not,
     // the approximation is off, not the server.
     println!();
+    let capacity = e.capacity(c.input_tokens, c.output_tokens);
     println!(
-        "| step | ITL p50 meas / model / scheduler ms | ITL mean meas / model / scheduler ms | resident meas / model / scheduler |"
+        "| step | of capacity | TTFT p99 model / scheduler ms | ITL p99 model / scheduler ms | ITL p50 meas / model / scheduler ms | ITL mean meas / model / scheduler ms | resident meas / model / scheduler |"
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for s in &steps {
         let load = c.load_at(s.step.offered);
         let Ok(Some(l)) = model::plan::llm::predict(&e, &load) else { continue };
@@ -99,9 +102,16 @@ fn main() {
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         let mut gaps = sim.itl.clone();
         gaps.sort_by(f64::total_cmp);
+        let mut firsts = sim.ttft.clone();
+        firsts.sort_by(f64::total_cmp);
         println!(
-            "| {} | {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} |",
+            "| {} | {:.0} % | {:.1} / {:.1} | {:.2} / {:.2} | {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} | {:.2} / {:.2} / {:.2} |",
             s.step.step,
+            s.step.offered / capacity * 100.0,
+            l.ttft_p99.0 * 1e3,
+            Simulated::quantile(&firsts, 0.99) * 1e3,
+            l.itl_p99.0 * 1e3,
+            Simulated::quantile(&gaps, 0.99) * 1e3,
             s.itl.p50 * 1e3,
             l.itl_p50.0 * 1e3,
             Simulated::quantile(&gaps, 0.5) * 1e3,
