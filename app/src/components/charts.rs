@@ -155,6 +155,9 @@ fn axis(log: bool) -> impl Fn(f64) -> Option<f64> {
     }
 }
 
+/// The narrowest span of a log axis, in decades (a factor of two).
+const MIN_LOG_SPAN: f64 = std::f64::consts::LOG10_2;
+
 /// The range of the values, padded, never empty.
 fn span(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> Option<(f64, f64)> {
     let (mut lo, mut hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
@@ -167,6 +170,12 @@ fn span(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> Option
     if hi - lo < 1e-12 * hi.abs().max(1.0) {
         let pad = if log { 0.5 } else { hi.abs().max(1.0) * 0.5 };
         return Some((lo - pad, hi + pad));
+    }
+    // A log axis spanning a few per cent (TTFTs of 104–105 ms) would put its ticks so close that
+    // labels of three significant figures repeat ("104 ms" five times): at least a factor of two.
+    if log && hi - lo < MIN_LOG_SPAN {
+        let mid = 0.5 * (lo + hi);
+        return Some((mid - 0.5 * MIN_LOG_SPAN, mid + 0.5 * MIN_LOG_SPAN));
     }
     let pad = (hi - lo) * 0.05;
     if !(from_zero && !log && lo == 0.0) {
@@ -572,6 +581,27 @@ mod tests {
         let table = &svg[svg.find("<details class=\"chart-data\">").expect("a data table")..];
         assert_eq!(table.matches("<tr>").count(), 1 + 4, "{table}");
         assert!(table.contains("<th>requests</th>") && table.contains("<td>distilled</td>"));
+    }
+
+    #[test]
+    fn a_narrow_log_axis_labels_each_tick_differently() {
+        // Time to first token of a server that answers in 104-105 ms whatever the load.
+        let mut chart = LineChart::new("TTFT", "seconds (log)", "fraction");
+        chart.x_log = true;
+        chart.x_format = model::format::seconds;
+        chart.series.push(Series::new("1/s", vec![(0.1036, 0.5), (0.1039, 0.99)]));
+        chart.series.push(Series::new("3/s", vec![(0.1041, 0.5), (0.1052, 0.99)]));
+        let svg = line_chart(&chart);
+        let drawing = &svg[..svg.find("<details").expect("a data table")];
+        let labels: Vec<&str> = drawing
+            .split('>')
+            .filter_map(|t| t.split('<').next())
+            .map(str::trim)
+            .filter(|t| t.ends_with(" ms"))
+            .collect();
+        assert!(labels.len() >= 3, "{labels:?}");
+        let distinct: std::collections::BTreeSet<&str> = labels.iter().copied().collect();
+        assert_eq!(distinct.len(), labels.len(), "repeated tick labels: {labels:?}");
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>, bands: Vec<Llm
             "{} per sequence decoded (from step {step}, whose batches took as long as their sequences one by one, or longer)",
             seconds(e.per_sequence.0)
         ),
+        Some(step) if e.per_sequence.0 <= 1e-6 * (e.fixed.0 + e.per_sequence.0) => format!(
+            "nothing per sequence decoded (from step {step}, whose batches took no longer than one sequence alone)"
+        ),
         Some(step) => format!("{} per sequence decoded (from step {step})", seconds(e.per_sequence.0)),
         None => "no step batched enough sequences to measure the cost of one more: taken as 0".into(),
     };
