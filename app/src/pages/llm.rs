@@ -581,9 +581,11 @@ fn LlmRunPicker(form: Form, runs: Vec<LlmRunView>, runs_error: Option<String>) -
 
 /// How far the latency figures can be trusted. Inside the range checked against the simulated
 /// scheduler, one part is still not: where a prompt takes longer to read than a decode
-/// iteration, from 40 % of a replica's capacity the scheduler's TTFT p99 came out 25–49 % above
-/// the model's (`model/tests/llm_simulation.rs` on the CPU-like engines, and
-/// `model/examples/llm_check.rs` on llama.cpp's fitted engines, whose own p99 lay between).
+/// iteration, from 40 % of a replica's capacity the model's TTFT p99 came out 25–53 % below the
+/// scheduler's (`model/tests/llm_simulation.rs` on the CPU-like engines,
+/// `model/examples/llm_check.rs` on llama.cpp's fitted engines, whose own p99 lay mostly
+/// between, and `model/examples/llm_vs_scheduler.rs` on this page's default engine with long
+/// prompts).
 fn validity(engine: &Engine, load: &Load, replica_rate: f64, l: &Latency) -> String {
     if !l.validated {
         return format!(
@@ -597,7 +599,7 @@ fn validity(engine: &Engine, load: &Load, replica_rate: f64, l: &Latency) -> Str
     let share = replica_rate / engine.capacity(load.input_tokens, load.output_tokens);
     if prompt > iteration && share >= 0.4 {
         format!(
-            "model, within the range it was checked against a simulation; but here a prompt takes longer to read ({}) than a decode iteration ({}), and from 40 % of capacity (this is {:.0} %) the simulated scheduler's TTFT p99 came out up to twice the model's, a real llama.cpp server's between the two: read the TTFT p99 as a low estimate",
+            "model, within the range it was checked against a simulation; but here a prompt takes longer to read ({}) than a decode iteration ({}), and from 40 % of capacity (this is {:.0} %) the simulated scheduler's TTFT p99 came out up to about twice the model's (more with prompts of thousands of tokens), a real llama.cpp server's mostly between the two: read the TTFT p99 as a low estimate",
             seconds(prompt),
             seconds(iteration),
             share * 100.0
