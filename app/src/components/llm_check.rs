@@ -48,11 +48,13 @@ fn tokens_chart(steps: &[LlmStep], check: &LlmCheck) -> String {
 /// sequences decoded one by one, or longer; the fit's bisection leaves a remainder of
 /// femtoseconds there, which reads as "0.00 ns").
 pub fn fixed_part(e: &Engine) -> String {
-    if has_fixed_part(e) { format!("{} fixed", seconds(e.fixed.0)) } else { "nothing fixed".into() }
+    if negligible(e.fixed.0, e) { "nothing fixed".into() } else { format!("{} fixed", seconds(e.fixed.0)) }
 }
 
-fn has_fixed_part(e: &Engine) -> bool {
-    e.fixed.0 > 1e-6 * (e.fixed.0 + e.per_sequence.0)
+/// Whether one of an engine's two costs of an iteration is a remainder of the fit's bisection
+/// beside the other (at most a millionth of their sum), not a cost.
+fn negligible(part: f64, e: &Engine) -> bool {
+    part <= 1e-6 * (e.fixed.0 + e.per_sequence.0)
 }
 
 /// `check` is the fit the server made when it stored the run ([`model::wire::measured::LlmDigest`]).
@@ -64,11 +66,11 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>, bands: Vec<Llm
     let c = check.calibration;
     let e = c.engine;
     let batch = match c.batch_step {
-        Some(step) if !has_fixed_part(&e) => format!(
+        Some(step) if negligible(e.fixed.0, &e) => format!(
             "{} per sequence decoded (from step {step}, whose batches took as long as their sequences one by one, or longer)",
             seconds(e.per_sequence.0)
         ),
-        Some(step) if e.per_sequence.0 <= 1e-6 * (e.fixed.0 + e.per_sequence.0) => format!(
+        Some(step) if negligible(e.per_sequence.0, &e) => format!(
             "nothing per sequence decoded (from step {step}, whose batches took no longer than one sequence alone)"
         ),
         Some(step) => format!("{} per sequence decoded (from step {step})", seconds(e.per_sequence.0)),

@@ -10,7 +10,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use model::format::{bytes, count, grouped, seconds, usd, utc_minute};
-use model::plan::llm::batching::{VALIDATED_LOAD, VALIDATED_SHARE};
+use model::plan::llm::batching::{PROMPT_BOUND_LOAD, VALIDATED_LOAD, VALIDATED_SHARE, prompt_bound};
 use model::plan::llm::gpus::{Efficiency, GPUS};
 use model::plan::llm::memory::{LlmMemoryFit, LlmMemoryInput, LlmShape, TENSOR_PARALLEL, fit};
 use model::plan::llm::offers::{GpuOffer, OfferQuestion, OfferVerdict, compare};
@@ -579,13 +579,9 @@ fn LlmRunPicker(form: Form, runs: Vec<LlmRunView>, runs_error: Option<String>) -
     }
 }
 
-/// How far the latency figures can be trusted. Inside the range checked against the simulated
-/// scheduler, one part is still not: where a prompt takes longer to read than a decode
-/// iteration, from 40 % of a replica's capacity the model's TTFT p99 came out 25–53 % below the
-/// scheduler's (`model/tests/llm_simulation.rs` on the CPU-like engines,
-/// `model/examples/llm_check.rs` on llama.cpp's fitted engines, whose own p99 lay mostly
-/// between, and `model/examples/llm_vs_scheduler.rs` on this page's default engine with long
-/// prompts).
+/// How far the latency figures can be trusted: outside the range checked against the simulated
+/// scheduler, or inside it where the TTFT p99 is still a low estimate
+/// ([`model::plan::llm::batching::prompt_bound`]).
 fn validity(engine: &Engine, load: &Load, replica_rate: f64, l: &Latency) -> String {
     if !l.validated {
         return format!(
@@ -594,18 +590,15 @@ fn validity(engine: &Engine, load: &Load, replica_rate: f64, l: &Latency) -> Str
             VALIDATED_LOAD * 100.0
         );
     }
-    let prompt = engine.per_prompt_token.0 * load.input_tokens;
-    let iteration = engine.fixed.0 + engine.per_sequence.0 * l.mean_resident;
-    let share = replica_rate / engine.capacity(load.input_tokens, load.output_tokens);
-    if prompt > iteration && share >= 0.4 {
-        format!(
-            "model, within the range it was checked against a simulation; but here a prompt takes longer to read ({}) than a decode iteration ({}), and from 40 % of capacity (this is {:.0} %) the simulated scheduler's TTFT p99 came out up to about twice the model's (more with prompts of thousands of tokens), a real llama.cpp server's mostly between the two: read the TTFT p99 as a low estimate",
-            seconds(prompt),
-            seconds(iteration),
-            share * 100.0
-        )
-    } else {
-        "model, within the range it was checked against a simulation".to_string()
+    match prompt_bound(engine, &Load { rate: replica_rate, ..*load }, l) {
+        Some(b) => format!(
+            "model, within the range it was checked against a simulation; but here a prompt takes longer to read ({}) than a decode iteration ({}), and from {:.0} % of capacity (this is {:.0} %) the simulated scheduler's TTFT p99 came out up to about twice the model's (more with prompts of thousands of tokens), a real llama.cpp server's mostly between the two: read the TTFT p99 as a low estimate",
+            seconds(b.prompt.0),
+            seconds(b.iteration.0),
+            PROMPT_BOUND_LOAD * 100.0,
+            b.share * 100.0
+        ),
+        None => "model, within the range it was checked against a simulation".to_string(),
     }
 }
 

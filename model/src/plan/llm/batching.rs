@@ -46,6 +46,39 @@ pub const VALIDATED_SHARE: f64 = 0.5;
 /// The highest share of a replica's capacity ([`Engine::capacity`]) the simulation covered.
 pub const VALIDATED_LOAD: f64 = 0.7;
 
+/// From this share of a replica's capacity, where a prompt takes longer to read than a decode
+/// iteration, the simulated scheduler's TTFT p99 came out 25–53 % above the model's, inside the
+/// validated range ([`prompt_bound`]).
+pub const PROMPT_BOUND_LOAD: f64 = 0.4;
+
+/// Where [`predict`]'s TTFT p99 is a low estimate although [`Latency::validated`]: a prompt's
+/// reading outlasts a decode iteration, at [`PROMPT_BOUND_LOAD`] of capacity or more.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PromptBound {
+    /// p·I: reading one mean prompt.
+    pub prompt: Seconds,
+    /// t₀ + d·L: a decode iteration with the mean resident sequences.
+    pub iteration: Seconds,
+    /// The rate as a share of the replica's capacity.
+    pub share: f64,
+}
+
+/// [`PromptBound`] for `latency`, [`predict`]'s answer for `engine` at `load` (one replica's
+/// rate); `None` outside the validated range (its own warning) or where the rule does not hold.
+/// The simulation test's four TTFT p99s off by more than 25 % (`model/tests/llm_simulation.rs`),
+/// llama.cpp's fitted engines (`model/examples/llm_check.rs`) and the LLM page's default engine
+/// with long prompts (`model/examples/llm_vs_scheduler.rs`) all fall under it.
+pub fn prompt_bound(engine: &Engine, load: &Load, latency: &Latency) -> Option<PromptBound> {
+    let prompt = engine.per_prompt_token.0 * load.input_tokens;
+    let iteration = engine.fixed.0 + engine.per_sequence.0 * latency.mean_resident;
+    let share = load.rate / engine.capacity(load.input_tokens, load.output_tokens);
+    (latency.validated && prompt > iteration && share >= PROMPT_BOUND_LOAD).then_some(PromptBound {
+        prompt: Seconds(prompt),
+        iteration: Seconds(iteration),
+        share,
+    })
+}
+
 /// The most sequences one replica is modelled with (the Erlang C term costs O(S)); engines
 /// batch a few hundred.
 pub const MAX_SLOTS: u32 = 100_000;
