@@ -51,6 +51,16 @@ pub fn fixed_part(e: &Engine) -> String {
     if negligible(e.fixed.0, e) { "nothing fixed".into() } else { format!("{} fixed", seconds(e.fixed.0)) }
 }
 
+/// An engine's cost of each sequence decoded in words: `1.05 ms per sequence`, or `nothing per
+/// sequence` where the fit put the whole iteration in its fixed part (a mock server's set gaps).
+pub fn per_sequence_part(e: &Engine) -> String {
+    if negligible(e.per_sequence.0, e) {
+        "nothing per sequence".into()
+    } else {
+        format!("{} per sequence", seconds(e.per_sequence.0))
+    }
+}
+
 /// Whether one of an engine's two costs of an iteration is a remainder of the fit's bisection
 /// beside the other (at most a millionth of their sum), not a cost.
 fn negligible(part: f64, e: &Engine) -> bool {
@@ -210,4 +220,26 @@ pub fn LlmCheckView(steps: Vec<LlmStep>, check: Option<LlmCheck>, bands: Vec<Llm
 /// stored before the rank was).
 fn rank(share: Option<f64>) -> String {
     share.map_or_else(|| "–".into(), |r| format!("p{:.1}", r * 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::units::Seconds;
+
+    #[test]
+    fn an_engines_costs_read_nothing_where_the_fit_left_a_remainder() {
+        let e = |fixed: f64, per_sequence: f64| Engine {
+            fixed: Seconds(fixed),
+            per_sequence: Seconds(per_sequence),
+            per_prompt_token: Seconds(0.0003),
+            slots: 8,
+        };
+        assert_eq!(
+            (fixed_part(&e(0.0, 0.00105)), per_sequence_part(&e(0.0, 0.00105))),
+            ("nothing fixed".into(), "1.05 ms per sequence".into())
+        );
+        assert_eq!(per_sequence_part(&e(0.005, 1e-12)), "nothing per sequence");
+        assert_eq!(fixed_part(&e(0.005, 1e-12)), "5.00 ms fixed");
+    }
 }

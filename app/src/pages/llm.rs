@@ -548,9 +548,9 @@ fn LlmRunPicker(form: Form, runs: Vec<LlmRunView>, runs_error: Option<String>) -
             Some(r) => {
                 let e = r.check.calibration.engine;
                 format!(
-                    "Fitted when the run was stored: {}, {} per sequence, prompts read at {} tokens/s, with {} slots ({}; the plan batches as many as the field below allows); {}.",
+                    "Fitted when the run was stored: {}, {}, prompts read at {} tokens/s, with {} slots ({}; the plan batches as many as the field below allows); {}.",
                     crate::components::llm_check::fixed_part(&e),
-                    seconds(e.per_sequence.0),
+                    crate::components::llm_check::per_sequence_part(&e),
                     grouped(1.0 / e.per_prompt_token.0.max(1e-12)),
                     e.slots,
                     r.check.slots_from.words(),
