@@ -275,6 +275,8 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
         }
     }
     let over = |j: usize| beyond.get(j).copied().unwrap_or(0.0);
+    // j·P(cluster = j), for j = 1, 2, …: the time a cluster's reading holds j more.
+    let sized: Vec<f64> = (1..=beyond.len()).map(|j| (over(j - 1) - over(j)) * j as f64).collect();
     let leave = |m: usize| {
         let m = m.min(s) as f64;
         m / (o * (t0 + d * m))
@@ -283,8 +285,10 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
     let mut weights = vec![1.0f64];
     let mut peak = 1.0f64;
     for n in 0..s {
-        let from = n.saturating_sub(beyond.len());
-        let up: f64 = (from..=n).map(|k| weights[k] * over(n - k)).sum::<f64>() * lambda;
+        // Σₖ π(k)·P(cluster > n − k) over the k a cluster can reach n + 1 from.
+        let from = (n + 1).saturating_sub(beyond.len());
+        let up: f64 =
+            weights[from..=n].iter().zip(beyond[..=n - from].iter().rev()).map(|(w, b)| w * b).sum::<f64>() * lambda;
         let next = up / leave(n + 1);
         if !next.is_finite() {
             return None;
@@ -305,9 +309,9 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
     // prompts: a cluster of j read with j more held than before it came.
     let decoding = weights.clone();
     for (n, w) in weights.iter_mut().enumerate() {
-        let reading: f64 = (n.saturating_sub(beyond.len())..n)
-            .map(|k| decoding[k] * (over(n - k - 1) - over(n - k)) * (n - k) as f64)
-            .sum();
+        // Σₖ π(k)·(n − k)·P(cluster = n − k) for clusters of 1 to its longest.
+        let from = n.saturating_sub(sized.len());
+        let reading: f64 = decoding[from..n].iter().zip(sized[..n - from].iter().rev()).map(|(w, j)| w * j).sum();
         *w = (1.0 - a) * *w + a * (1.0 - a) * reading;
     }
     // With every slot taken an arrival's prompt waits unread, and each departure lets one in,
@@ -350,9 +354,12 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
     Some(Steady { occupancy, slot_wait, slot_waits, busy, prompt_share })
 }
 
-/// The largest cluster of requests followed: the Borel tail past it, dropped, is under 10⁻⁶
-/// while prompts take at most 95 % of the time, and the work of the chain grows with it.
-const MAX_CLUSTER: usize = 2048;
+/// The largest cluster of requests followed (the chain's work grows with it: a link asking for
+/// 100,000 slots held 90,000 deep took 0.6 s natively with 2,048). The Borel tail past it,
+/// dropped, is under 10⁻⁹ while prompts take at most 70 % of the time, as they do wherever the
+/// model is validated (their share is at most the rate's share of capacity, [`VALIDATED_LOAD`]);
+/// 10⁻⁵ at 80 %, 0.3 % at 90 %.
+const MAX_CLUSTER: usize = 256;
 
 /// The most waiters ahead of an arrival enumerated (a geometric tail of ratio ρ past them is
 /// put on the last: under 10⁻¹² of it while ρ ≤ 0.997).
@@ -453,7 +460,7 @@ fn landing(engine: &Engine, load: &Load, st: &Steady, m: f64, prompts: &mut Prom
     // spread above it (the prompt share λ·p·I is below one under capacity).
     let a = (lambda * prompt).min(0.99);
     let mean = lambda * decode / (1.0 - a);
-    let top = ((mean + 12.0 * (mean + 1.0).sqrt() / (1.0 - a).sqrt() + 8.0).min(f64::from(cap)) as u32).min(256);
+    let top = ((mean + 8.0 * (mean + 1.0).sqrt() / (1.0 - a).sqrt() + 8.0).min(f64::from(cap)) as u32).min(128);
     let p = engine.per_prompt_token.0;
     // The lengths of an iteration reading k prompts, spread as their lengths are.
     let spread: Vec<Vec<(f64, f64)>> =
@@ -474,7 +481,7 @@ fn landing(engine: &Engine, load: &Load, st: &Steady, m: f64, prompts: &mut Prom
     for (k, w) in poisson(mean, top) {
         share[k as usize] += w;
     }
-    for _ in 0..400 {
+    for _ in 0..200 {
         let mut after = vec![0.0; share.len()];
         for (k, w) in share.iter().enumerate() {
             for &(j, wj) in &next[k] {
@@ -483,7 +490,7 @@ fn landing(engine: &Engine, load: &Load, st: &Steady, m: f64, prompts: &mut Prom
         }
         let moved: f64 = after.iter().zip(&share).map(|(x, y)| (x - y).abs()).sum();
         share = after;
-        if moved < 1e-12 {
+        if moved < 1e-10 {
             break;
         }
     }
