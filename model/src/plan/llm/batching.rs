@@ -55,8 +55,8 @@ pub const VALIDATED_SHARE: f64 = 0.5;
 /// The highest share of a replica's capacity ([`Engine::capacity`]) the simulation covered.
 pub const VALIDATED_LOAD: f64 = 0.7;
 
-/// The most sequences one replica is modelled with (the Erlang C term costs O(S)); engines
-/// batch a few hundred.
+/// The most sequences one replica is modelled with (the chain of requests held costs
+/// O(S·[`MAX_CLUSTER`])); engines batch a few hundred.
 pub const MAX_SLOTS: u32 = 100_000;
 
 /// What an engine's iteration costs: t = t₀ + d·N + p·P (see the module docs).
@@ -206,7 +206,8 @@ fn quantile(points: &mut [(f64, f64)], q: f64) -> f64 {
 /// The engine's state in the long run: how many requests it holds (resident in a slot or
 /// waiting for one) and how long its iterations are.
 struct Steady {
-    /// π(n) for n = 0..=S (the last entry the resident count's weight at S, waiters included).
+    /// π(n) for n = 0 up to S, or to where it vanishes before S (the entry at S the weight of
+    /// every slot taken, waiters included).
     occupancy: Vec<f64>,
     /// P(an arrival waits for a slot), and how long it waits as (seconds, weight) points whose
     /// weights sum to it.
@@ -321,48 +322,64 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
     let full = weights.len() == s + 1;
     let departures = leave(s) / (1.0 + leave(s) * p * i);
     let rho = lambda / departures;
-    if full && rho >= 1.0 {
-        return None;
+    if full {
+        if rho >= 1.0 {
+            return None;
+        }
+        // A cluster that reaches past the slots has only the S − k prompts that find a slot
+        // read at once, with every slot then taken (the rest wait, and are read one a
+        // departure, in μ' below): Σₖ π(k)·(S − k)·P(cluster > S − k) more at S.
+        let over_s: f64 = (s.saturating_sub(beyond.len())..s).map(|k| decoding[k] * (s - k) as f64 * over(s - k)).sum();
+        weights[s] += a * (1.0 - a) * over_s;
     }
     let at_s = if full { weights[s] } else { 0.0 };
-    let total: f64 = weights.iter().sum::<f64>() + at_s * rho / (1.0 - rho);
+    let waiters = if full { at_s * rho / (1.0 - rho) } else { 0.0 };
+    let total: f64 = weights.iter().sum::<f64>() + waiters;
     let mut occupancy: Vec<f64> = weights.iter().map(|w| w / total).collect();
-    let slot_wait = at_s / total / (1.0 - rho);
+    let slot_wait = (at_s + waiters) / total;
     if full {
         occupancy[s] = slot_wait;
     }
     // One that finds j waiting (geometric: P(j) = (1 − ρ)·ρʲ) waits for j + 1 to leave. The S
     // resident are at every stage of their answers, so they leave about evenly, one each
-    // 1 ÷ μ', the first half an interval away.
+    // 1 ÷ μ', the first half an interval away. The first counts one by one, the tail past them
+    // (ρ so near one that it outlasts them) at eight quantiles of its own geometric.
     let mut slot_waits = Vec::new();
-    let mut share = 1.0 - rho;
-    for j in 0..MAX_AHEAD {
-        if slot_wait <= 0.0 || share < 1e-12 {
-            break;
+    let mut left = 1.0;
+    if slot_wait > 0.0 {
+        for j in 0..MAX_AHEAD {
+            if left < 1e-12 {
+                break;
+            }
+            slot_waits.push(((j as f64 + 0.5) / departures, slot_wait * left * (1.0 - rho)));
+            left *= rho;
         }
-        slot_waits.push(((j as f64 + 0.5) / departures, slot_wait * share));
-        share *= rho;
-    }
-    // Where ρ is so near one that the tail outlasts the counts followed, the rest at the last.
-    let counted: f64 = slot_waits.iter().map(|w| w.1).sum();
-    if let Some(last) = slot_waits.last_mut() {
-        last.1 += (slot_wait - counted).max(0.0);
+        if left >= 1e-12 {
+            let end = slot_waits.len() as f64;
+            slot_waits.extend((0..8).map(|k| {
+                let u = (k as f64 + 0.5) / 8.0;
+                let beyond = if rho > 0.0 && rho < 1.0 { ((1.0 - u).ln() / rho.ln()).floor() } else { 0.0 };
+                ((end + beyond + 0.5) / departures, slot_wait * left / 8.0)
+            }));
+        }
     }
     let slot_waits = coarse(&slot_waits, |_| false);
     let busy = 1.0 - occupancy[0];
-    let prompt_share = (a / busy.max(1e-12)).min(1.0 - 1e-9);
+    // At most a (the chain's mass is kept whole, clusters past S included); the cap is for the
+    // Borel tail dropped past MAX_CLUSTER.
+    let prompt_share = (a / busy.max(1e-12)).min(0.999);
     Some(Steady { occupancy, slot_wait, slot_waits, busy, prompt_share })
 }
 
 /// The largest cluster of requests followed (the chain's work grows with it: a link asking for
 /// 100,000 slots held 90,000 deep took 0.6 s natively with 2,048). The Borel tail past it,
-/// dropped, is under 10⁻⁹ while prompts take at most 70 % of the time, as they do wherever the
+/// cut off, is about 10⁻⁹ while prompts take at most 70 % of the time, as they do wherever the
 /// model is validated (their share is at most the rate's share of capacity, [`VALIDATED_LOAD`]);
 /// 10⁻⁵ at 80 %, 0.3 % at 90 %.
 const MAX_CLUSTER: usize = 256;
 
-/// The most waiters ahead of an arrival enumerated (a geometric tail of ratio ρ past them is
-/// put on the last: under 10⁻¹² of it while ρ ≤ 0.997).
+/// The most waiters ahead of an arrival enumerated one by one (the geometric tail past them,
+/// where ρ > 0.997, is read at eight of its quantiles).
 const MAX_AHEAD: usize = 10_000;
 
 /// The bins over which a prompt length distribution is enumerated: finer in the tail, which
@@ -451,7 +468,9 @@ fn free_slots(engine: &Engine, m: f64) -> u32 {
 /// is returned. Drawing k only from the plain decode iteration before, at the mean prompt
 /// length, as the model did, missed those runs and the long prompts, and put the simulated
 /// scheduler's TTFT p99 20–53 % above the model's from 40 % of capacity where a prompt
-/// outlasts a decode iteration (`model/examples/llm_vs_scheduler.rs`; 3–7 % with this).
+/// outlasts a decode iteration (`model/examples/llm_vs_scheduler.rs`; 3–10 % with this). The
+/// chain is followed to 128 prompts an iteration (where more arrive during one, as on a large
+/// engine at a high rate, the rest sit on 128).
 fn landing(engine: &Engine, load: &Load, st: &Steady, m: f64, prompts: &mut Prompts) -> Vec<(f64, f64)> {
     let (lambda, prompt) = (load.rate, engine.per_prompt_token.0 * load.input_tokens);
     let decode = engine.fixed.0 + engine.per_sequence.0 * m;

@@ -12,8 +12,8 @@
 //! fitted and checked as the run was, and the spread of the replicates' mean |error| of TTFT
 //! p99 is what a run gives when the server is the scheduler the model describes (a parametric
 //! bootstrap): sampling noise, plus the approximation's own error and the fit's. For
-//! four 30-second steps at 9–57 % of a CPU-like engine's capacity that mean was 0.25 in the
-//! median replicate, above 0.53 in one in ten and up to 0.84 (`model/tests/llm_simulation.rs`).
+//! four 30-second steps at 9–57 % of a CPU-like engine's capacity that mean was 0.26 in the
+//! median replicate, above 0.55 in one in ten and up to 0.86 (`model/tests/llm_simulation.rs`).
 
 use std::collections::VecDeque;
 
