@@ -737,8 +737,8 @@ fn latest_migration(backend: &str) -> usize {
         .unwrap()
 }
 
-/// 0012, 0013 and 0015: an endpoint digest of reading 3, 4 or 5 without an LLM fit is what
-/// reading 6 stores (4 added the LLM bands, 5 and 6 changed the LLM fit), so it is marked
+/// 0012, 0013, 0015 and 0016: an endpoint digest of reading 3, 4, 5 or 6 without an LLM fit is
+/// what reading 7 stores (4 added the LLM bands, 5, 6 and 7 changed the LLM fit), so it is marked
 /// current and the backfill refits only LLM runs; other suites' and LLM runs' stay as they were.
 #[tokio::test]
 async fn endpoint_digests_without_an_llm_fit_stay_current_when_only_the_llm_fit_changes() {
@@ -764,9 +764,9 @@ async fn endpoint_digests_without_an_llm_fit_stay_current_when_only_the_llm_fit_
         ] {
             sqlx::query(sql).execute(&mut conn).await.unwrap();
         }
-        // The runs of reading 4 were stored by a server that had 0012 but not 0013; 0013 and
-        // 0015 (readings 5 and 6) carry the digests without an LLM fit along.
-        let store = Store::connect(&db.url).await.expect("0012, 0013 and 0015 apply over stored digests");
+        // The runs of reading 4 were stored by a server that had 0012 but not 0013; 0013, 0015
+        // and 0016 (readings 5, 6 and 7) carry the digests without an LLM fit along.
+        let store = Store::connect(&db.url).await.expect("0012, 0013, 0015 and 0016 apply over stored digests");
         let versions: Vec<(String, String, i64)> =
             sqlx::query_as("SELECT suite, run_id, digest_version FROM run_suites ORDER BY run_id, suite")
                 .fetch_all(&mut conn)
@@ -775,12 +775,12 @@ async fn endpoint_digests_without_an_llm_fit_stay_current_when_only_the_llm_fit_
         let versions: Vec<(&str, char, i64)> =
             versions.iter().map(|(s, r, v)| (s.as_str(), r.chars().last().unwrap(), *v)).collect();
         let expected = [
-            ("endpoint", '1', 6),
+            ("endpoint", '1', 7),
             ("system", '1', 3),
             ("endpoint", '2', 3),
             ("endpoint", '3', 0),
             ("endpoint", '4', 4),
-            ("endpoint", '5', 6),
+            ("endpoint", '5', 7),
         ];
         assert_eq!(versions, expected, "{backend}");
         conn.close().await.ok();

@@ -524,7 +524,7 @@ fn LlmPlanner(
                             <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
                         </div>
                     }.into_any(),
-                    Ok(p) => view! { <LlmPlanView p/> }.into_any(),
+                    Ok(p) => view! { <LlmPlanView p settled/> }.into_any(),
                 }}
                 <Spread settled measured/>
                 {match catalog {
@@ -593,11 +593,26 @@ fn validity(l: &Latency) -> String {
 }
 
 #[component]
-fn LlmPlanView(p: LlmPlan) -> impl IntoView {
+fn LlmPlanView(p: LlmPlan, settled: RwSignal<Option<BTreeMap<String, String>>>) -> impl IntoView {
     let s = p.sizing;
     let l = s.latency;
     let gpus = s.replicas * p.tp;
-    let chart = latency_chart(&p);
+    // The chart predicts at 24 rates, each up to a tenth of a second for inputs chosen to be
+    // slow: drawn in the browser only, like the catalog comparison (`settled` is set by an
+    // effect, which the server's render never runs), so a link cannot spend the server's CPU
+    // on it.
+    let chart = {
+        let p = p.clone();
+        move || {
+            if settled.with(Option::is_some) {
+                view! { <div class="chart card" data-chart="llm-latency" inner_html=latency_chart(&p)></div> }
+                    .into_any()
+            } else {
+                view! { <div class="chart card"><p class="sub">"Drawing the latency chart in your browser…"</p></div> }
+                    .into_any()
+            }
+        }
+    };
     let validity = validity(&l);
     view! {
         <div class="cards">
@@ -653,7 +668,7 @@ fn LlmPlanView(p: LlmPlan) -> impl IntoView {
                 </tbody>
             </table></div>
         </div>
-        <div class="chart card" data-chart="llm-latency" inner_html=chart></div>
+        {chart}
     }
 }
 
