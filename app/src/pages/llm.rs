@@ -597,14 +597,15 @@ fn LlmPlanView(p: LlmPlan, settled: RwSignal<Option<BTreeMap<String, String>>>) 
     let s = p.sizing;
     let l = s.latency;
     let gpus = s.replicas * p.tp;
-    // The chart predicts at 24 rates, each up to a tenth of a second for inputs chosen to be
-    // slow: drawn in the browser only, like the catalog comparison (`settled` is set by an
+    // The chart predicts at 24 rates, each up to 0.4 s natively for inputs chosen to be slow:
+    // drawn in the browser only, like the catalog comparison (`settled` is first set by an
     // effect, which the server's render never runs), so a link cannot spend the server's CPU
-    // on it.
+    // on it. Drawn once per plan: later settles do not redraw it.
+    let drawn = Memo::new(move |_| settled.with(Option::is_some));
     let chart = {
         let p = p.clone();
         move || {
-            if settled.with(Option::is_some) {
+            if drawn.get() {
                 view! { <div class="chart card" data-chart="llm-latency" inner_html=latency_chart(&p)></div> }
                     .into_any()
             } else {
