@@ -366,7 +366,7 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
     // capacity, 8 slots, 32-token answers; 9 % against 17 % at 70 % with 128-token ones) and
     // the TTFT p99s with prompt lengths of cv 1 at 70 % 21–26 % short of it, where this gives
     // 16–17 %.
-    let line = if full { waiting_line(rho, s) } else { Line { ahead: vec![1.0], beyond: 0.0, ratio: 0.0 } };
+    let line = if full { waiting_line(rho, s) } else { Line::none() };
     let waiters = if full { at_s * rho / (1.0 - rho) } else { 0.0 };
     let total: f64 = weights.iter().sum::<f64>() + waiters;
     let mut occupancy: Vec<f64> = weights.iter().map(|w| w / total).collect();
@@ -426,6 +426,18 @@ struct Line {
     ratio: f64,
 }
 
+impl Line {
+    /// No one waiting: every arrival that finds the slots taken is first in line.
+    fn none() -> Line {
+        Line { ahead: vec![1.0], beyond: 0.0, ratio: 0.0 }
+    }
+
+    /// A geometric line of ratio `ratio`.
+    fn geometric(ratio: f64) -> Line {
+        Line { ahead: vec![1.0 - ratio], beyond: ratio, ratio }
+    }
+}
+
 /// The most waiters the waiting line is followed to state by state, the most work (states ×
 /// arrival counts) a sweep may take, and all its sweeps; past the first two the line is read
 /// from its arrivals (see [`waiting_line`]).
@@ -457,7 +469,7 @@ fn waiting_line(rho: f64, s: usize) -> Line {
     }
     let ratio = (-hi).exp().min(1.0 - 1e-12);
     if rho <= 0.0 {
-        return Line { ahead: vec![1.0], beyond: 0.0, ratio: 0.0 };
+        return Line::none();
     }
     let m = rho * s as f64;
     let spread = 8.0 * m.sqrt() + 8.0;
@@ -470,7 +482,7 @@ fn waiting_line(rho: f64, s: usize) -> Line {
         return line_from_arrivals(rho, s, ratio);
     }
     let states = states as usize;
-    let geometric = Line { ahead: vec![1.0 - ratio], beyond: ratio, ratio };
+    let geometric = Line::geometric(ratio);
     // P(A = k) for k = a_lo..=a_hi, and P(A ≤ k).
     let pmf: Vec<f64> = (a_lo..=a_hi)
         .map(|k| {
@@ -541,7 +553,7 @@ fn line_from_arrivals(rho: f64, s: usize, ratio: f64) -> Line {
     let m = rho * s as f64;
     let past = statrs::function::gamma::gamma_lr(s as f64 + 1.0, m);
     if past.is_nan() || past >= 0.01 {
-        return Line { ahead: vec![1.0 - ratio], beyond: ratio, ratio };
+        return Line::geometric(ratio);
     }
     let mut ahead = vec![1.0];
     let mut w = 1.0;
