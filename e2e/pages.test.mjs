@@ -321,6 +321,18 @@ test('llm serving: GPUs and dollars per million tokens follow the workload; a mo
   await review(page, 'llm-1280');
   await page.setViewportSize(PHONE);
   await review(page, 'llm-390');
+  // A link chosen to make the sizing slow (4,096 slots, 38,000 short requests a second): the
+  // server's render stops at its budget and says so; the browser sizes it once hydrated.
+  const slow = '/llm?parameters=1B&layers=16&head_dim=64&context=64&max_slots=4096&requests=100B&input=10&input_cv=5&output=2';
+  const served = await (await page.request.get(env.base + slow)).text();
+  assert.match(served, /data-out="sizing-in-browser"/);
+  assert.doesNotMatch(served, /data-out="gpus"/);
+  await page.goto(env.base + slow);
+  await hydrated(page);
+  await gpus.waitFor({ timeout: 60000 });
+  assert.match(await page.locator('[data-out=replicas]').innerText(), /4,096 sequences each/);
+  assert.equal(await page.locator('[data-out=sizing-in-browser]').count(), 0);
+  await noNaN(page);
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -14,7 +14,7 @@ use model::plan::llm::batching::{VALIDATED_LOAD, VALIDATED_SHARE};
 use model::plan::llm::gpus::{Efficiency, GPUS};
 use model::plan::llm::memory::{LlmMemoryFit, LlmMemoryInput, LlmShape, TENSOR_PARALLEL, fit};
 use model::plan::llm::offers::{GpuOffer, OfferQuestion, OfferVerdict, compare};
-use model::plan::llm::sizing::{LlmSizing, LlmSizingInput, LlmSpread, size, spread};
+use model::plan::llm::sizing::{LlmSizing, LlmSizingInput, LlmSpread, RENDER_WORK, size_within, spread};
 use model::plan::llm::{Engine, Latency, Load, predict};
 use model::plan::memory::Precision;
 use model::units::{Bytes, HOURS_PER_MONTH, SECONDS_PER_MONTH, Seconds, UsdPerHour};
@@ -238,6 +238,12 @@ pub fn plan(form: &Form) -> Result<LlmPlan, Vec<String>> {
 /// [`plan`] knowing the measured runs the `run` field may name: a run picked gives the engine's
 /// costs as fitted on it.
 pub fn plan_with(form: &Form, runs: &[LlmRunView]) -> Result<LlmPlan, Vec<String>> {
+    Ok(plan_within(form, runs, u64::MAX)?.expect("a sizing without a budget finishes"))
+}
+
+/// [`plan_with`], its sizing given up (`Ok(None)`) past `work` of the model's steps
+/// ([`model::plan::llm::sizing::size_within`]).
+pub fn plan_within(form: &Form, runs: &[LlmRunView], work: u64) -> Result<Option<LlmPlan>, Vec<String>> {
     let i = inputs(form)?;
     let run_id = form.text("run");
     let measured = match run_id.as_str() {
@@ -296,7 +302,7 @@ pub fn plan_with(form: &Form, runs: &[LlmRunView]) -> Result<LlmPlan, Vec<String
         itl_p99_slo: i.itl_slo,
         replica_hourly: UsdPerHour(i.gpu_price * f64::from(tp)),
     };
-    let sizing = size(&sizing_input).map_err(|e| {
+    let sizing = size_within(&sizing_input, work).map_err(|e| {
         let measured = measured.filter(|_| e.field.ends_with("_slo_s"));
         let said = format!("{}: {}", label_of(&e.field), e.reason);
         // An SLO the engine alone misses: "this engine" is the run's, not the figures below.
@@ -305,7 +311,8 @@ pub fn plan_with(form: &Form, runs: &[LlmRunView]) -> Result<LlmPlan, Vec<String
             None => said,
         }]
     })?;
-    Ok(LlmPlan {
+    let Some(sizing) = sizing else { return Ok(None) };
+    Ok(Some(LlmPlan {
         requests: i.requests,
         rate: i.load.rate,
         tp,
@@ -319,7 +326,7 @@ pub fn plan_with(form: &Form, runs: &[LlmRunView]) -> Result<LlmPlan, Vec<String
         engine_source: measured.map(|r| {
             format!("Engine fitted on run {} of {}; {}.", &r.run_id[..8.min(r.run_id.len())], r.name(), r.error_words())
         }),
-    })
+    }))
 }
 
 /// One instance type of the price catalog and what it can do for the workload.
@@ -426,7 +433,6 @@ fn LlmPlanner(
     catalog: Result<CatalogView, String>,
 ) -> impl IntoView {
     let measured = StoredValue::new(runs.clone());
-    let result = Memo::new(move |_| measured.with_value(|runs| plan_with(&form, runs)));
     // The catalog comparison sizes every GPU type: hundreds of evaluations of the model, up to a
     // second, and more for inputs chosen to make it slow. So it runs in the browser only (an
     // effect, which the server's render never runs: a link cannot spend the server's CPU), at
@@ -450,6 +456,16 @@ fn LlmPlanner(
         set_timeout_with_handle(settle, Duration::from_millis(400)).ok()
     });
     let pending = Signal::derive(move || settled.get().is_none_or(|s| s != form.values()));
+    // The plan itself is drawn by the server's render, so that it is there before the script,
+    // but its sizing stops at RENDER_WORK of the model's steps there (a link chosen to be slow
+    // would otherwise hold a server thread for seconds) and in the hydration that must draw
+    // what the server drew (the count is the same in both); past it, the browser sizes it once
+    // the page has settled, and from then on as people type.
+    let settled_once = Memo::new(move |_| settled.with(Option::is_some));
+    let result = Memo::new(move |_| {
+        let work = if settled_once.get() { u64::MAX } else { RENDER_WORK };
+        measured.with_value(|runs| plan_within(&form, runs, work))
+    });
     view! {
         <div class="planner">
             <form class="inputs card" method="get" action="/llm" on:submit=|ev| ev.prevent_default()>
@@ -524,7 +540,12 @@ fn LlmPlanner(
                             <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
                         </div>
                     }.into_any(),
-                    Ok(p) => view! { <LlmPlanView p settled/> }.into_any(),
+                    Ok(Some(p)) => view! { <LlmPlanView p settled/> }.into_any(),
+                    Ok(None) => view! {
+                        <div class="card" data-out="sizing-in-browser">
+                            <p class="sub">"Sizing in your browser: this plan takes more of the model's work than the server spends on one page. It appears once the page's script has loaded."</p>
+                        </div>
+                    }.into_any(),
                 }}
                 <Spread settled measured/>
                 {match catalog {
@@ -935,6 +956,33 @@ mod tests {
             );
             let zero = offers(&form(&[("bw_eff", "0")]), &rows).unwrap_err();
             assert!(zero[0].starts_with("Memory bandwidth reached:"), "{zero:?}");
+        })
+    }
+
+    #[test]
+    fn the_server_renders_the_defaults_but_leaves_a_plan_chosen_to_be_slow_to_the_browser() {
+        owned(|| {
+            let defaults = form(&[]);
+            assert_eq!(plan_within(&defaults, &[], RENDER_WORK).unwrap(), Some(plan(&defaults).unwrap()));
+            // 4,096 slots of a small model's short sequences, 38,000 requests a second of
+            // ten-token prompts of cv 5 and two-token answers: more of the model's work than
+            // the render's budget, so left to the browser, which sizes it whole.
+            let slow = form(&[
+                ("parameters", "1B"),
+                ("layers", "16"),
+                ("head_dim", "64"),
+                ("context", "64"),
+                ("max_slots", "4096"),
+                ("requests", "100B"),
+                ("input", "10"),
+                ("input_cv", "5"),
+                ("output", "2"),
+            ]);
+            assert_eq!(plan_within(&slow, &[], RENDER_WORK).unwrap(), None);
+            let whole = plan(&slow).unwrap();
+            assert_eq!(whole.engine.slots, 4096, "{:?}", whole.memory);
+            // Input errors are still shown by the server's render.
+            assert!(plan_within(&form(&[("requests", "lots")]), &[], RENDER_WORK).is_err());
         })
     }
 

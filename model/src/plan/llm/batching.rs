@@ -156,6 +156,28 @@ impl Load {
     }
 }
 
+/// The work predictions have done on this thread, counted in the steps of their inner loops
+/// (a Poisson term, a state × count product; about 400 for each quantile of a prompt
+/// spread): the same count for the same input on every machine, so a caller can stop a search
+/// that has cost too much ([`super::sizing::size_within`]) and the server's render and the
+/// browser's hydration, both stopping there, agree.
+pub mod work {
+    use std::cell::Cell;
+
+    thread_local! {
+        static SPENT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn spend(steps: usize) {
+        SPENT.with(|spent| spent.set(spent.get().saturating_add(steps as u64)));
+    }
+
+    /// Steps counted on this thread so far; a difference of two readings is what lay between.
+    pub fn spent() -> u64 {
+        SPENT.with(Cell::get)
+    }
+}
+
 /// Poisson(mean) probabilities from its mode out to where they vanish, as (k, weight).
 fn poisson(mean: f64, limit: u32) -> Vec<(u32, f64)> {
     if mean <= 1e-12 || limit == 0 {
@@ -165,14 +187,16 @@ fn poisson(mean: f64, limit: u32) -> Vec<(u32, f64)> {
     let hi = ((mean + spread).min(f64::from(u32::MAX)) as u32).min(limit);
     // A mean far above the cap puts everything on the cap.
     let lo = ((mean - spread).max(0.0) as u32).min(hi);
-    let ln_mean = mean.ln();
+    // The first weight from its logarithm, the rest by P(k) = P(k − 1)·mean ÷ k: one exp a call
+    // (this is on every prediction's hot path), and the ratio's rounding over the ±7σ walked is
+    // far below the weights' cut.
+    work::spend(hi as usize - lo as usize + 1);
     let mut out = Vec::new();
-    let mut ln_factorial = statrs::function::gamma::ln_gamma(f64::from(lo) + 1.0);
+    let mut weight = (f64::from(lo) * mean.ln() - mean - statrs::function::gamma::ln_gamma(f64::from(lo) + 1.0)).exp();
     for k in lo..=hi {
         if k > lo {
-            ln_factorial += f64::from(k).ln();
+            weight *= mean / f64::from(k);
         }
-        let weight = (f64::from(k) * ln_mean - mean - ln_factorial).exp();
         // Terms too small to move a p99 only cost time in the mixtures built from them.
         if weight > 1e-12 || k == hi {
             out.push((k, weight));
@@ -250,7 +274,7 @@ impl Steady {
 /// held the same mean but half the simulated scheduler's chance of finding every slot taken
 /// (1.3 % against 2.8 %, 16 slots at 70 % of capacity), and its TTFT p99 was 38–42 % short
 /// there. `None` past what the engine can serve.
-fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
+fn steady(engine: &Engine, load: &Load, prompts: &mut Prompts) -> Option<Steady> {
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
     let (lambda, i, o) = (load.rate, load.input_tokens, load.output_tokens);
     let s = engine.slots as usize;
@@ -309,9 +333,13 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
     // π(n) ÷ π(0) up to the slots, rescaled when it grows large, until it vanishes.
     let mut weights = vec![1.0f64];
     let mut peak = 1.0f64;
+    // Products summed in the two loops below; a step of theirs is an eighth of the others'
+    // (a contiguous sum the compiler vectorises).
+    let mut summed = 0usize;
     for n in 0..s {
         // Σₖ π(k)·P(cluster > n − k) over the k a cluster can reach n + 1 from.
         let from = (n + 1).saturating_sub(beyond.len());
+        summed += n + 1 - from;
         let up: f64 =
             weights[from..=n].iter().zip(beyond[..=n - from].iter().rev()).map(|(w, b)| w * b).sum::<f64>() * lambda;
         let next = up / leave(n + 1);
@@ -336,9 +364,12 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
     for (n, w) in weights.iter_mut().enumerate() {
         // Σₖ π(k)·(n − k)·P(cluster = n − k) for clusters of 1 to its longest.
         let from = n.saturating_sub(sized.len());
+        summed += n - from;
         let reading: f64 = decoding[from..n].iter().zip(sized[..n - from].iter().rev()).map(|(w, j)| w * j).sum();
         *w = (1.0 - a) * *w + a * (1.0 - a) * reading;
     }
+    // and passes over the counts, a dozen or so.
+    work::spend(summed / 8 + 16 * weights.len());
     // With every slot taken an arrival's prompt waits unread, and each departure lets one in,
     // whose prompt is read before the next token: on the real clock the S resident leave at
     // μ' = μ(S) ÷ (1 + μ(S)·p·I), each slot held T = S ÷ μ', at a load ρ = λ ÷ μ' (below one
@@ -389,7 +420,7 @@ fn steady(engine: &Engine, load: &Load) -> Option<Steady> {
         let f = rounds + (k + 1.0) / (s as f64 + 1.0);
         let read = s as f64 * f;
         let reads = read.round().max(1.0);
-        let lengths = if reads <= 32.0 { prompt_points(load, reads as u32) } else { vec![(reads * i, 1.0)] };
+        let lengths = if reads <= 32.0 { prompts.of(reads as u32) } else { vec![(reads * i, 1.0)] };
         for (tokens, w) in lengths {
             slot_waits.push((decode_hold * f + p * tokens * read / reads, weight * w));
         }
@@ -506,6 +537,7 @@ fn waiting_line(rho: f64, s: usize) -> Line {
     // many sweeps as the budget allows, from 200.
     for _ in 0..(LINE_SWEEPS_WORK / (states * width)).max(200) {
         let mut next = vec![0.0; states];
+        let mut steps = line.len();
         for (x, &w) in line.iter().enumerate() {
             if w < 1e-300 {
                 continue;
@@ -519,9 +551,11 @@ fn waiting_line(rho: f64, s: usize) -> Line {
                 if y >= states {
                     break;
                 }
+                steps += 1;
                 next[y] += w * pmf[k - a_lo];
             }
         }
+        work::spend(steps);
         let total: f64 = next.iter().sum();
         if total.is_nan() || total <= 0.0 {
             return geometric;
@@ -586,9 +620,25 @@ const PROMPT_BINS: [f64; 16] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9
 
 /// The total length of `k` prompts as (tokens, weight) points: k·I when lengths do not vary,
 /// else the gamma distribution of a sum of k (mean k·I, cv ÷ √k) at the middle of each bin.
+/// From a gamma shape of 1,000 (k ÷ cv² prompts' worth), Wilson and Hilferty's cube of a
+/// normal stands for the gamma's quantiles (within 6·10⁻⁶ of them there, and closer above): a
+/// sum of thousands of prompts, as a large engine admits at once, would cost a series of
+/// thousands of terms per cdf evaluation.
 fn prompt_points(load: &Load, k: u32) -> Vec<(f64, f64)> {
     let mean = load.input_tokens * f64::from(k);
     let cv = load.input_cv / f64::from(k.max(1)).sqrt();
+    let shape = 1.0 / (cv * cv);
+    work::spend(PROMPT_BINS.len() * if shape >= 1000.0 { 4 } else { 400 });
+    if k > 0 && mean > 0.0 && shape.is_finite() && shape >= 1000.0 {
+        return PROMPT_BINS
+            .windows(2)
+            .map(|bin| {
+                let q = 0.5 * (bin[0] + bin[1]);
+                let z = std::f64::consts::SQRT_2 * statrs::function::erf::erf_inv(2.0 * q - 1.0);
+                (mean * (1.0 - 1.0 / (9.0 * shape) + z / (9.0 * shape).sqrt()).powi(3), bin[1] - bin[0])
+            })
+            .collect();
+    }
     match crate::plan::queue::Service::new(mean.max(1e-9), cv) {
         Ok(lengths) if k > 0 && cv > 0.0 && mean > 0.0 => {
             PROMPT_BINS.windows(2).map(|bin| (lengths.quantile(0.5 * (bin[0] + bin[1])), bin[1] - bin[0])).collect()
@@ -634,9 +684,20 @@ struct Prompts<'a> {
 }
 
 impl Prompts<'_> {
+    /// Past 32 prompts, k is read as the nearest of 16 counts an octave and the lengths
+    /// scaled back to k's mean: the spread, cv ÷ √k, is then off by under 1.6 % of itself
+    /// (itself under a sixth of one prompt's), and a large engine's thousands of distinct
+    /// admission counts cost a hundred spreads rather than thousands.
     fn of(&mut self, k: u32) -> Vec<(f64, f64)> {
         let load = self.load;
-        self.known.entry(k).or_insert_with(|| prompt_points(load, k)).clone()
+        let step = if k > 32 { 1u32 << (k.ilog2() - 4) } else { 1 };
+        let near = (k + step / 2) / step * step;
+        let points = self.known.entry(near).or_insert_with(|| prompt_points(load, near));
+        if near == k {
+            return points.clone();
+        }
+        let scale = f64::from(k) / f64::from(near);
+        points.iter().map(|&(tokens, w)| (tokens * scale, w)).collect()
     }
 }
 
@@ -685,20 +746,22 @@ fn landing(engine: &Engine, load: &Load, st: &Steady, m: f64, prompts: &mut Prom
     let next: Vec<Vec<(u32, f64)>> = spread
         .iter()
         .map(|lengths| {
-            let mut counts = std::collections::BTreeMap::<u32, f64>::new();
+            let mut counts = vec![0.0f64; top as usize + 1];
             for &(len, w) in lengths {
                 for (j, wj) in poisson(lambda * len, top) {
-                    *counts.entry(j).or_default() += w * wj;
+                    counts[j as usize] += w * wj;
                 }
             }
-            counts.into_iter().collect()
+            counts.into_iter().enumerate().filter(|&(_, w)| w > 0.0).map(|(j, w)| (j as u32, w)).collect()
         })
         .collect();
     let mut share = vec![0.0; top as usize + 1];
     for (k, w) in poisson(mean, top) {
         share[k as usize] += w;
     }
+    let per_sweep: usize = next.iter().map(Vec::len).sum();
     for _ in 0..200 {
+        work::spend(per_sweep);
         let mut after = vec![0.0; share.len()];
         for (k, w) in share.iter().enumerate() {
             for &(j, wj) in &next[k] {
@@ -735,6 +798,14 @@ fn landing(engine: &Engine, load: &Load, st: &Steady, m: f64, prompts: &mut Prom
     points
 }
 
+/// A group of resident counts (at its weighted mean) and the iterations an arrival finding it
+/// lands in ([`landing`]; none when idle).
+struct Landed {
+    resident: f64,
+    weight: f64,
+    iterations: Vec<(f64, f64)>,
+}
+
 /// The gaps between tokens as (gap, weight) points, weighted per request (O − 1 gaps each).
 ///
 /// Counted from the prompts' side: each request's prompt is read in one iteration, beside the
@@ -756,6 +827,7 @@ fn gap_points(
     load: &Load,
     st: &Steady,
     states: &[(f64, f64)],
+    landed: &[Landed],
     prompts: &mut Prompts,
 ) -> Vec<(f64, f64)> {
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
@@ -773,11 +845,11 @@ fn gap_points(
         }
     };
     // Arrivals see the time-average state (Poisson arrivals); those at m = S wait for a slot.
-    let free: Vec<(f64, f64)> = states.iter().copied().filter(|&(m, _)| m > 0.0 && m < s).collect();
-    for (m, w) in coarse(&free, |_| false) {
-        for (t, share) in landing(engine, load, st, m, prompts) {
+    for group in landed.iter().filter(|g| g.resident > 0.0 && g.resident < s) {
+        let m = group.resident;
+        for &(t, share) in &group.iterations {
             for (k, wk) in poisson(load.rate * t, free_slots(engine, m + 1.0)) {
-                admit(m, 1 + k, w * share * wk);
+                admit(m, 1 + k, group.weight * share * wk);
             }
         }
     }
@@ -844,14 +916,24 @@ pub fn predict_ranked(
 ) -> Result<Option<(Latency, Option<f64>)>, ModelError> {
     engine.validate()?;
     load.validate()?;
-    let Some(st) = steady(engine, load) else { return Ok(None) };
+    let mut prompts = Prompts { load, known: Default::default() };
+    let Some(st) = steady(engine, load, &mut prompts) else { return Ok(None) };
     let (t0, d, p) = (engine.fixed.0, engine.per_sequence.0, engine.per_prompt_token.0);
     let (lambda, i) = (load.rate, load.input_tokens);
     let s = engine.slots as usize;
     let states = states(&st);
-    let mut prompts = Prompts { load, known: Default::default() };
     let free = |m: f64| free_slots(engine, m);
-    let mut gaps = gap_points(engine, load, &st, &states, &mut prompts);
+    // The resident counts grouped once, each group with the iteration an arrival lands in
+    // ([`landing`], the costliest part of a prediction), for both the gaps and the first tokens.
+    let landed: Vec<Landed> = coarse(&states, |m| m == 0.0 || m == s as f64)
+        .into_iter()
+        .map(|(m, weight)| Landed {
+            resident: m,
+            weight,
+            iterations: if m == 0.0 { Vec::new() } else { landing(engine, load, &st, m, &mut prompts) },
+        })
+        .collect();
+    let mut gaps = gap_points(engine, load, &st, &states, &landed, &mut prompts);
     let rank = itl.and_then(|itl| share_at_most(&gaps, itl));
     let itl_mean = gaps.iter().map(|(g, w)| g * w).sum::<f64>() / gaps.iter().map(|g| g.1).sum::<f64>();
 
@@ -861,7 +943,8 @@ pub fn predict_ranked(
     const REST: usize = 6;
     let own_prompts = prompts.of(1);
     let mut firsts = Vec::new();
-    for (m, w) in coarse(&states, |m| m == 0.0 || m == s as f64) {
+    for group in &landed {
+        let (m, w) = (group.resident, group.weight);
         let full = m == s as f64 && st.slot_wait > 0.0;
         let mut waits = vec![(0.0, if full { w - st.slot_wait } else { w })];
         if full {
@@ -874,7 +957,7 @@ pub fn predict_ranked(
         if m == 0.0 {
             rests.push((0.0, 0.0, 1.0));
         } else {
-            for (len, share) in landing(engine, load, &st, m, &mut prompts) {
+            for &(len, share) in &group.iterations {
                 rests.extend((0..REST).map(|k| ((k as f64 + 0.5) / REST as f64 * len, len, share / REST as f64)));
             }
         }
@@ -889,6 +972,8 @@ pub fn predict_ranked(
             }
         }
     }
+    // Each point is made, summed and sorted (about twenty steps).
+    work::spend(20 * (firsts.len() + gaps.len()));
     let total: f64 = firsts.iter().map(|f| f.1).sum();
     let ttft_mean = firsts.iter().map(|(f, w)| f * w).sum::<f64>() / total;
     let resident = st.resident();

@@ -56,6 +56,22 @@ fn meets(latency: &Latency, input: &LlmSizingInput) -> bool {
 
 /// Replicas, latency and prices; an error names the input that makes it impossible.
 pub fn size(input: &LlmSizingInput) -> Result<LlmSizing, ModelError> {
+    Ok(size_within(input, u64::MAX)?.expect("a search without a budget finishes"))
+}
+
+/// What a server may spend on one sizing while it renders a page, in the model's steps
+/// ([`super::batching::work`]): about 40–130 ms natively on a shared 2-vCPU VM, where the
+/// plans people make take a few million (the default plan, Llama 3 8B at 10M requests a
+/// month, under a million). Inputs chosen to be slow take up to 80 ms a prediction and 35
+/// predictions: a few seconds of a server's thread, were they not stopped here.
+pub const RENDER_WORK: u64 = 20_000_000;
+
+/// [`size`], given up (`Ok(None)`) once the predictions made have cost more than `work` steps
+/// ([`super::batching::work`]): checked before each prediction, so it overruns by at most
+/// one. The count is the same for the same input on every machine, so a page rendered on the
+/// server and hydrated in the browser, each sizing within the same budget, agree on whether
+/// it was finished.
+pub fn size_within(input: &LlmSizingInput, work: u64) -> Result<Option<LlmSizing>, ModelError> {
     positive("rate_per_s", input.load.rate)?;
     non_negative("replica_hourly_usd", input.replica_hourly.0)?;
     for (field, slo) in [("ttft_p99_slo_s", input.ttft_p99_slo), ("itl_p99_slo_s", input.itl_p99_slo)] {
@@ -63,19 +79,37 @@ pub fn size(input: &LlmSizingInput) -> Result<LlmSizing, ModelError> {
             positive(field, slo.0)?;
         }
     }
-    let at = |replicas: u32| -> Result<Option<Latency>, ModelError> {
+    let start = super::batching::work::spent();
+    let spent = || super::batching::work::spent().saturating_sub(start) > work;
+    // `Err(None)`: the budget ran out first.
+    let at = |replicas: u32| -> Result<Option<Latency>, Option<ModelError>> {
+        if spent() {
+            return Err(None);
+        }
         let load = Load { rate: input.load.rate / f64::from(replicas), ..input.load };
-        Ok(predict(&input.engine, &load)?.filter(|l| meets(l, input)))
+        Ok(predict(&input.engine, &load).map_err(Some)?.filter(|l| meets(l, input)))
     };
-    if at(MAX_REPLICAS)?.is_none() {
-        let unloaded = predict(&input.engine, &Load { rate: 1e-9, ..input.load })?;
+    match search(input, at) {
+        Ok(sizing) => Ok(Some(sizing)),
+        Err(None) => Ok(None),
+        Err(Some(error)) => Err(error),
+    }
+}
+
+/// The replica search of [`size`] over `at`, the latency that meets the SLOs at a replica count.
+fn search(
+    input: &LlmSizingInput,
+    at: impl Fn(u32) -> Result<Option<Latency>, Option<ModelError>>,
+) -> Result<LlmSizing, Option<ModelError>> {
+    let Some(most) = at(MAX_REPLICAS)? else {
+        let unloaded = predict(&input.engine, &Load { rate: 1e-9, ..input.load }).map_err(Some)?;
         let alone = |what: &str, p99: f64| {
             format!(
                 "no number of replicas meets it: one request alone has {what} p99 of {} on this engine",
                 crate::format::seconds(p99)
             )
         };
-        return Err(match unloaded {
+        return Err(Some(match unloaded {
             Some(l) if input.ttft_p99_slo.is_some_and(|s| l.ttft_p99.0 > s.0) => {
                 FieldError::new("ttft_p99_slo_s", alone("a TTFT", l.ttft_p99.0))
             }
@@ -83,22 +117,27 @@ pub fn size(input: &LlmSizingInput) -> Result<LlmSizing, ModelError> {
                 FieldError::new("itl_p99_slo_s", alone("an ITL", l.itl_p99.0))
             }
             _ => FieldError::new("rate_per_s", "no number of replicas meets it: the engine alone is slower than that"),
-        });
-    }
+        }));
+    };
     // Fewer replicas than the traffic ÷ one replica's capacity never keep up; from there, double
-    // until the SLOs are met, then bisect.
+    // until the SLOs are met, then bisect, keeping the latency at the fewest that meet them.
     let capacity = input.engine.capacity(input.load.input_tokens, input.load.output_tokens);
     let mut lo = ((input.load.rate / capacity).ceil() as u32).saturating_sub(1).min(MAX_REPLICAS - 1);
     let mut hi = (lo + 1).min(MAX_REPLICAS);
-    while at(hi)?.is_none() {
+    let mut met = if hi == MAX_REPLICAS { Some(most) } else { at(hi)? };
+    while met.is_none() {
         lo = hi;
         hi = hi.saturating_mul(2).min(MAX_REPLICAS);
+        met = if hi == MAX_REPLICAS { Some(most) } else { at(hi)? };
     }
+    let mut latency = met.expect("the doubling ends on a replica count that meets the SLOs");
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if at(mid)?.is_some() { hi = mid } else { lo = mid }
+        match at(mid)? {
+            Some(l) => (hi, latency) = (mid, l),
+            None => lo = mid,
+        }
     }
-    let latency = at(hi)?.expect("the bisection ends on a replica count that meets the SLOs");
     Ok(priced(input, hi, latency))
 }
 
@@ -252,6 +291,47 @@ mod tests {
         assert_eq!(s.unmet, 2, "both slow corners: {s:?}");
         assert!(s.replicas.is_some(), "the fast corners are sized");
         assert_eq!(spread(&input(1.0), 0.95, 0.1).unwrap_err().field, "volume_spread");
+    }
+
+    #[test]
+    fn a_search_over_its_budget_gives_up_after_one_more_prediction_and_counts_alike_every_time() {
+        use super::super::batching::work;
+        let spend = |input: &LlmSizingInput, budget: u64| {
+            let before = work::spent();
+            let answer = size_within(input, budget).unwrap();
+            (answer, work::spent() - before)
+        };
+        let (whole, cost) = spend(&input(20.0), u64::MAX);
+        assert_eq!(whole, Some(size(&input(20.0)).unwrap()));
+        assert!(cost > 0);
+        assert_eq!(spend(&input(20.0), u64::MAX).1, cost, "the same input, the same count");
+        assert_eq!(spend(&input(20.0), cost).0, whole, "a budget of exactly its cost finishes it");
+        // Given up: it stops at the first check past the budget, one prediction over at most.
+        let one = {
+            let before = work::spent();
+            predict(&engine(), &Load { rate: 20.0 / f64::from(MAX_REPLICAS), ..input(20.0).load }).unwrap();
+            work::spent() - before
+        };
+        let (answer, spent) = spend(&input(20.0), 1);
+        assert_eq!(answer, None);
+        assert!(spent >= one && spent < cost, "{spent} steps of {cost}");
+        // Inputs chosen to be slow (the page's most slots, a prompt alike every time, 99.9 % of
+        // what 4,096 replicas serve): stopped within the render's budget and one prediction.
+        let slow = LlmSizingInput {
+            engine: Engine { slots: 4096, ..engine() },
+            load: Load {
+                rate: 4096.0 * 0.999 * engine().capacity(10.0, 2.0),
+                input_tokens: 10.0,
+                input_cv: 5.0,
+                output_tokens: 2.0,
+            },
+            ..input(1.0)
+        };
+        let (answer, spent) = spend(&slow, RENDER_WORK);
+        assert_eq!(answer, None, "{spent} steps");
+        assert!(spent < 2 * RENDER_WORK, "{spent} steps");
+        // Input errors are errors within any budget.
+        assert_eq!(size_within(&input(0.0), 1).unwrap_err().field, "rate_per_s");
     }
 
     proptest! {
