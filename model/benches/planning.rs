@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use model::RunUpload;
 use model::plan::cost::{AmortizationInput, amortize};
 use model::plan::llm::fit::{check, steps};
-use model::plan::llm::sizing::{LlmSizingInput, size};
+use model::plan::llm::sizing::{LlmSizingInput, RENDER_WORK, size, size_within};
 use model::plan::llm::{Engine, Load, predict};
 use model::plan::memory::{KvCache, Precision};
 use model::plan::rightsize::{Hardware, ModelShape, PerfPoint, RightSizeInput, Source, right_size};
@@ -126,6 +126,21 @@ fn main() {
         let took = time(11, || size(&sizing).unwrap());
         rows.push((format!("LLM replicas for 40× that, {name}"), took, format!("{} replicas", sized.replicas)));
     }
+    // What a link chosen to be slow costs /llm's server render, which stops the sizing at
+    // RENDER_WORK (the page's most slots, 38,000 ten-token requests a second of cv 5, two-token
+    // answers), against the whole sizing the browser then does.
+    let slow = LlmSizingInput {
+        engine: Engine { slots: 4096, ..gpu },
+        load: Load { rate: 38_000.0, input_tokens: 10.0, input_cv: 5.0, output_tokens: 2.0 },
+        ttft_p99_slo: Some(Seconds(1.0)),
+        itl_p99_slo: Some(Seconds(0.05)),
+        replica_hourly: UsdPerHour(12.0),
+    };
+    assert_eq!(size_within(&slow, RENDER_WORK).unwrap(), None, "the render gives it up");
+    let took = time(5, || size_within(&slow, RENDER_WORK).unwrap());
+    rows.push(("LLM replicas, a slow link, as the server renders it".into(), took, "stopped at its budget".into()));
+    let took = time(3, || size(&slow).unwrap());
+    rows.push(("LLM replicas, the same, whole (in the browser)".into(), took, "4,096 slots".into()));
     let run: RunUpload =
         serde_json::from_str(include_str!("../examples/llama-runs/2026-12-07-high-load-1.json")).expect("a stored run");
     let measured = steps(&run.measurements);
