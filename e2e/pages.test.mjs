@@ -272,6 +272,18 @@ test('right-sizing: a recommendation and a Pareto chart from the stored quantiza
   await review(page, 'right-sizing-carbon-1280');
   await page.setViewportSize(PHONE);
   await review(page, 'right-sizing-390');
+  // A link naming a run that is not a plain load test (an LLM server's, or one edited by
+  // hand, here with markup in it): the error links on to the LLM page with the id encoded,
+  // and the LLM page says it is not one of its runs either.
+  const odd = 'x"><script>window.__bad=1</script>&run=y';
+  await page.goto(env.base + '/right-sizing?service=' + encodeURIComponent(odd));
+  const onward = page.locator('[data-out=to-llm] a');
+  await onward.waitFor();
+  assert.equal(await onward.getAttribute('href'), '/llm?run=' + encodeURIComponent(odd).replace(/[!'()*]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase()));
+  await hydrated(page);
+  await onward.click();
+  await page.locator('.problems', { hasText: 'is not one of the' }).waitFor();
+  assert.equal(await page.evaluate(() => window.__bad), undefined);
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -96,11 +96,35 @@ impl MeasuredService {
     }
 }
 
-/// A service as people name it: its model, where it is served.
+/// A service as people name it: its model, where it is served. A model named by an absolute
+/// file path, as llama.cpp's server names the GGUF file it loaded, is named by the file (the
+/// directories say where it sits on that node, not what it is); a hub id such as
+/// `meta-llama/Llama-3.1-8B` is kept whole.
 fn served(model: Option<&str>, target: &str) -> String {
+    let file = |path: &str| path.rsplit(['/', '\\']).find(|part| !part.is_empty()).map(str::to_string);
+    let absolute = |m: &str| m.starts_with('/') || m.starts_with('\\') || m.get(1..3) == Some(":\\");
     match model {
+        Some(model) if absolute(model) => match file(model) {
+            Some(file) => format!("{file} at {target}"),
+            None => target.to_string(),
+        },
         Some(model) => format!("{model} at {target}"),
         None => target.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::served;
+
+    #[test]
+    fn a_model_loaded_from_a_file_is_named_by_the_file_and_a_hub_id_whole() {
+        let at = "http://10.0.0.5:8080";
+        assert_eq!(served(Some("/models/cache/tiny-9.8M.gguf"), at), "tiny-9.8M.gguf at http://10.0.0.5:8080");
+        assert_eq!(served(Some("C:\\models\\llama.gguf"), at), "llama.gguf at http://10.0.0.5:8080");
+        assert_eq!(served(Some("meta-llama/Llama-3.1-8B"), at), "meta-llama/Llama-3.1-8B at http://10.0.0.5:8080");
+        assert_eq!(served(Some("/"), at), at);
+        assert_eq!(served(None, at), at);
     }
 }
 

@@ -168,10 +168,7 @@ pub fn size_with(form: &Form, nodes: &[MeasuredNode], services: &[MeasuredServic
     let grid = form.flag("carbon").then(|| Grid { g_co2e_per_kwh: num("grid"), pue: num("pue") });
     if !picked.is_empty() && service.is_none() {
         // Not a silent fall-back to the reference model: the sizing would not be of the service.
-        errors.push(
-            "Your service: no stored load test has that run id (one of a streamed LLM server is sized on the LLM page); pick another, or none"
-                .into(),
-        );
+        errors.push(NO_SUCH_SERVICE.into());
     }
     if quantile == 0.0 {
         errors.push("SLO quantile: must be greater than zero".into());
@@ -491,6 +488,9 @@ fn TextField(form: Form, key: &'static str) -> impl IntoView {
     }
 }
 
+/// The error for a `service` run id that no stored plain load test has.
+const NO_SUCH_SERVICE: &str = "Your service: no stored load test has that run id (one of a streamed LLM server is sized on the LLM page); pick another, or none";
+
 #[component]
 fn Outputs(form: Form, nodes: Vec<MeasuredNode>, services: Vec<MeasuredService>) -> impl IntoView {
     let result = Memo::new(move |_| size_with(&form, &nodes, &services));
@@ -507,13 +507,23 @@ fn Outputs(form: Form, nodes: Vec<MeasuredNode>, services: Vec<MeasuredService>)
             </div>
         }
         .into_any(),
-        Err(errors) => view! {
-            <div class="card problems" role="alert">
-                <h2>"Fix the marked fields"</h2>
-                <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
-            </div>
+        Err(errors) => {
+            // A link naming an LLM server's run (a saved one, or one edited by hand) goes on
+            // to the LLM page, which sizes those, and says so there if it is not one either.
+            let llm = errors.iter().any(|e| e == NO_SUCH_SERVICE).then(|| {
+                let run = form.text_untracked("service");
+                let query = crate::components::form::to_query(&[("run".to_string(), run)].into_iter().collect());
+                view! { <p data-out="to-llm"><a href=format!("/llm?{query}")>"Open this run on the LLM serving page"</a>", if it is a load test of a streamed LLM server."</p> }
+            });
+            view! {
+                <div class="card problems" role="alert">
+                    <h2>"Fix the marked fields"</h2>
+                    <ul>{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
+                    {llm}
+                </div>
+            }
+            .into_any()
         }
-        .into_any(),
         Ok(s) => view! { <SizingView s/> }.into_any(),
     }
     }
