@@ -737,9 +737,10 @@ fn latest_migration(backend: &str) -> usize {
         .unwrap()
 }
 
-/// 0012, 0013, 0015 and 0016: an endpoint digest of reading 3, 4, 5 or 6 without an LLM fit is
-/// what reading 7 stores (4 added the LLM bands, 5, 6 and 7 changed the LLM fit), so it is marked
-/// current and the backfill refits only LLM runs; other suites' and LLM runs' stay as they were.
+/// 0012, 0013, 0015, 0016 and 0017: an endpoint digest of reading 3, 4, 5, 6 or 7 without an
+/// LLM fit is what reading 8 stores (4 added the LLM bands, 5 to 8 changed the LLM fit), so it is
+/// marked current and the backfill refits only LLM runs; other suites' and LLM runs' stay as
+/// they were.
 #[tokio::test]
 async fn endpoint_digests_without_an_llm_fit_stay_current_when_only_the_llm_fit_changes() {
     use sqlx::Connection;
@@ -764,9 +765,9 @@ async fn endpoint_digests_without_an_llm_fit_stay_current_when_only_the_llm_fit_
         ] {
             sqlx::query(sql).execute(&mut conn).await.unwrap();
         }
-        // The runs of reading 4 were stored by a server that had 0012 but not 0013; 0013, 0015
-        // and 0016 (readings 5, 6 and 7) carry the digests without an LLM fit along.
-        let store = Store::connect(&db.url).await.expect("0012, 0013, 0015 and 0016 apply over stored digests");
+        // The runs of reading 4 were stored by a server that had 0012 but not 0013; 0013, 0015,
+        // 0016 and 0017 (readings 5 to 8) carry the digests without an LLM fit along.
+        let store = Store::connect(&db.url).await.expect("0012, 0013, 0015, 0016 and 0017 apply over stored digests");
         let versions: Vec<(String, String, i64)> =
             sqlx::query_as("SELECT suite, run_id, digest_version FROM run_suites ORDER BY run_id, suite")
                 .fetch_all(&mut conn)
@@ -775,12 +776,12 @@ async fn endpoint_digests_without_an_llm_fit_stay_current_when_only_the_llm_fit_
         let versions: Vec<(&str, char, i64)> =
             versions.iter().map(|(s, r, v)| (s.as_str(), r.chars().last().unwrap(), *v)).collect();
         let expected = [
-            ("endpoint", '1', 7),
+            ("endpoint", '1', 8),
             ("system", '1', 3),
             ("endpoint", '2', 3),
             ("endpoint", '3', 0),
             ("endpoint", '4', 4),
-            ("endpoint", '5', 7),
+            ("endpoint", '5', 8),
         ];
         assert_eq!(versions, expected, "{backend}");
         conn.close().await.ok();

@@ -457,14 +457,21 @@ fn LlmPlanner(
     });
     let pending = Signal::derive(move || settled.get().is_none_or(|s| s != form.values()));
     // The plan itself is drawn by the server's render, so that it is there before the script,
-    // but its sizing stops at RENDER_WORK of the model's steps there (a link chosen to be slow
-    // would otherwise hold a server thread for seconds) and in the hydration that must draw
-    // what the server drew (the count is the same in both); past it, the browser sizes it once
-    // the page has settled, and from then on as people type.
+    // but its sizing stops at RENDER_WORK of the model's steps there: a link asking for a slow
+    // sizing would otherwise hold a server thread for seconds. The browser sizes whole, except
+    // while it hydrates a page whose render gave up: it draws the same card (its DOM says so,
+    // rather than the browser counting the work again, whose floating-point library may round
+    // a comparison the other way) until the page has settled, then sizes it once.
     let settled_once = Memo::new(move |_| settled.with(Option::is_some));
     let result = Memo::new(move |_| {
-        let work = if settled_once.get() { u64::MAX } else { RENDER_WORK };
-        measured.with_value(|runs| plan_within(&form, runs, work))
+        if cfg!(feature = "ssr") {
+            return measured.with_value(|runs| plan_within(&form, runs, RENDER_WORK));
+        }
+        if !settled_once.get_untracked() && rendered_without_sizing() {
+            settled_once.track();
+            return Ok(None);
+        }
+        measured.with_value(|runs| plan_within(&form, runs, u64::MAX))
     });
     view! {
         <div class="planner">
@@ -557,6 +564,19 @@ fn LlmPlanner(
     }
 }
 
+/// Whether the document holds the card the server's render draws where it gave the sizing up
+/// (the browser asks while it hydrates that render).
+fn rendered_without_sizing() -> bool {
+    #[cfg(feature = "hydrate")]
+    {
+        document().query_selector("[data-out=sizing-in-browser]").ok().flatten().is_some()
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        false
+    }
+}
+
 /// "Your LLM server (measured)": a select of the load tests of OpenAI-compatible servers; a
 /// pick replaces the engine's figures with those fitted on it.
 #[component]
@@ -618,7 +638,7 @@ fn LlmPlanView(p: LlmPlan, settled: RwSignal<Option<BTreeMap<String, String>>>) 
     let s = p.sizing;
     let l = s.latency;
     let gpus = s.replicas * p.tp;
-    // The chart predicts at 24 rates, each up to 0.4 s natively for inputs chosen to be slow:
+    // The chart predicts at 24 rates, each up to 85 ms natively for inputs chosen to be slow:
     // drawn in the browser only, like the catalog comparison (`settled` is first set by an
     // effect, which the server's render never runs), so a link cannot spend the server's CPU
     // on it. Drawn once per plan: later settles do not redraw it.

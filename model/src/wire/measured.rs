@@ -136,12 +136,13 @@ pub const DIGEST_VERSION: i64 = 2;
 /// endpoint suite's noise bands and ITL ranks (3), its LLM steps' TTFT and ITL bands (4), its
 /// LLM fit with the gaps that hold a prompt counted from the prompts' side (5), its LLM fit
 /// with prompts read in clusters and runs of prompt iterations (6), its LLM fit with the
-/// requests waiting for a slot queued as in M/D/S (7), and the gemm suite's GPU
+/// requests waiting for a slot queued as in M/D/S (7), its LLM fit with prompt spreads shared
+/// between nearby counts and one grouping of resident counts (8), and the gemm suite's GPU
 /// power (3). Not raised when a streamed LLM run stopped getting the request-level
 /// queue's bands (`endpoint_bands`): no page shows them for such a run, so a stored digest that
 /// still holds them answers every page as a new one does, and raising it would refit every
 /// LLM run stored.
-pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 3] = [(Suite::System, 3), (Suite::Endpoint, 7), (Suite::Gemm, 3)];
+pub const SUITE_DIGEST_VERSIONS: [(Suite, i64); 3] = [(Suite::System, 3), (Suite::Endpoint, 8), (Suite::Gemm, 3)];
 
 /// The reading of `suite`'s runs this build stores.
 pub fn digest_version(suite: Suite) -> i64 {
@@ -646,12 +647,12 @@ mod tests {
         // its noise bands and its LLM steps' bands); the others keep theirs.
         assert_eq!(
             (digest_version(Suite::System), digest_version(Suite::Endpoint), digest_version(Suite::Gemm)),
-            (3, 7, 3)
+            (3, 8, 3)
         );
         assert_eq!(digest_version(Suite::Quant), DIGEST_VERSION);
         assert_eq!(
             digest_version_sql("suite"),
-            "(CASE suite WHEN 'system' THEN 3 WHEN 'endpoint' THEN 7 WHEN 'gemm' THEN 3 ELSE 2 END)"
+            "(CASE suite WHEN 'system' THEN 3 WHEN 'endpoint' THEN 8 WHEN 'gemm' THEN 3 ELSE 2 END)"
         );
     }
 

@@ -60,17 +60,16 @@ pub fn size(input: &LlmSizingInput) -> Result<LlmSizing, ModelError> {
 }
 
 /// What a server may spend on one sizing while it renders a page, in the model's steps
-/// ([`super::batching::work`]): about 40–130 ms natively on a shared 2-vCPU VM, where the
-/// plans people make take a few million (the default plan, Llama 3 8B at 10M requests a
-/// month, under a million). Inputs chosen to be slow take up to 80 ms a prediction and 35
-/// predictions: a few seconds of a server's thread, were they not stopped here.
+/// ([`super::batching::work`]). On a shared 2-vCPU VM, natively: 40–130 ms for the plans
+/// probed (a step took 1–17 ns over 4,800 inputs, so at most 0.34 s), plus the one or two
+/// predictions that may run past it (at most 85 ms each seen). The default plan (Llama 3 8B,
+/// 10M requests a month) takes under a million; about a quarter of 3,240 plausible plans,
+/// mostly at 100 billion requests a month, take more and are sized in the browser.
 pub const RENDER_WORK: u64 = 20_000_000;
 
 /// [`size`], given up (`Ok(None)`) once the predictions made have cost more than `work` steps
-/// ([`super::batching::work`]): checked before each prediction, so it overruns by at most
-/// one. The count is the same for the same input on every machine, so a page rendered on the
-/// server and hydrated in the browser, each sizing within the same budget, agree on whether
-/// it was finished.
+/// ([`super::batching::work`]): checked before each prediction, so it overruns by the one
+/// under way (and, where no replica count meets the SLOs, the unloaded one that names why).
 pub fn size_within(input: &LlmSizingInput, work: u64) -> Result<Option<LlmSizing>, ModelError> {
     positive("rate_per_s", input.load.rate)?;
     non_negative("replica_hourly_usd", input.replica_hourly.0)?;
@@ -315,8 +314,8 @@ mod tests {
         let (answer, spent) = spend(&input(20.0), 1);
         assert_eq!(answer, None);
         assert!(spent >= one && spent < cost, "{spent} steps of {cost}");
-        // Inputs chosen to be slow (the page's most slots, a prompt alike every time, 99.9 % of
-        // what 4,096 replicas serve): stopped within the render's budget and one prediction.
+        // Inputs chosen to be slow (the page's most slots, ten-token prompts of cv 5, 99.9 % of
+        // what 4,096 replicas serve): given up, under twice the budget with the last prediction.
         let slow = LlmSizingInput {
             engine: Engine { slots: 4096, ..engine() },
             load: Load {
