@@ -329,6 +329,33 @@ pub fn plan_within(form: &Form, runs: &[LlmRunView], work: u64) -> Result<Option
     }))
 }
 
+/// Sizings under way in this process's server renders of the page.
+static RENDER_SIZINGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The most sizings the server's renders run at once, whatever the number of requests: each
+/// holds a thread for up to about half a second ([`RENDER_WORK`]).
+pub const RENDER_SIZINGS_AT_ONCE: usize = 2;
+
+/// [`plan_within`] as the server's render makes it: within [`RENDER_WORK`], and only while
+/// fewer than [`RENDER_SIZINGS_AT_ONCE`] others are under way; past that given up at once, once
+/// the inputs are checked (the browser then sizes it, as past the budget).
+pub fn render_plan(form: &Form, runs: &[LlmRunView]) -> Result<Option<LlmPlan>, Vec<String>> {
+    use std::sync::atomic::Ordering;
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            RENDER_SIZINGS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let before = RENDER_SIZINGS.fetch_add(1, Ordering::SeqCst);
+    let _leave = Leave;
+    if before >= RENDER_SIZINGS_AT_ONCE {
+        inputs(form)?;
+        return Ok(None);
+    }
+    plan_within(form, runs, RENDER_WORK)
+}
+
 /// One instance type of the price catalog and what it can do for the workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OfferRow {
@@ -465,7 +492,7 @@ fn LlmPlanner(
     let settled_once = Memo::new(move |_| settled.with(Option::is_some));
     let result = Memo::new(move |_| {
         if cfg!(feature = "ssr") {
-            return measured.with_value(|runs| plan_within(&form, runs, RENDER_WORK));
+            return measured.with_value(|runs| render_plan(&form, runs));
         }
         if !settled_once.get_untracked() && rendered_without_sizing() {
             settled_once.track();
@@ -1003,6 +1030,18 @@ mod tests {
             assert_eq!(whole.engine.slots, 4096, "{:?}", whole.memory);
             // Input errors are still shown by the server's render.
             assert!(plan_within(&form(&[("requests", "lots")]), &[], RENDER_WORK).is_err());
+            // With as many sizings under way as the renders run at once, a render gives up at
+            // once (still naming bad input), and sizes again when one has ended.
+            use std::sync::atomic::Ordering;
+            assert_eq!(render_plan(&defaults, &[]).unwrap(), Some(plan(&defaults).unwrap()));
+            RENDER_SIZINGS.fetch_add(RENDER_SIZINGS_AT_ONCE, Ordering::SeqCst);
+            let busy = (render_plan(&defaults, &[]), render_plan(&form(&[("requests", "lots")]), &[]));
+            RENDER_SIZINGS.fetch_sub(1, Ordering::SeqCst);
+            let freed = render_plan(&defaults, &[]);
+            RENDER_SIZINGS.fetch_sub(RENDER_SIZINGS_AT_ONCE - 1, Ordering::SeqCst);
+            assert_eq!(busy.0.unwrap(), None);
+            assert!(busy.1.is_err());
+            assert_eq!(freed.unwrap(), Some(plan(&defaults).unwrap()));
         })
     }
 
