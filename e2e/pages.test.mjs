@@ -342,7 +342,7 @@ test('llm serving: GPUs and dollars per million tokens follow the workload; a mo
   await page.goto(env.base + slow);
   await hydrated(page);
   await gpus.waitFor({ timeout: 60000 });
-  assert.match(await page.locator('[data-out=replicas]').innerText(), /4,096 sequences each/);
+  assert.match(await page.locator('[data-out=replicas]').innerText(), /× 1 GPU\(s\), 4096 sequences each$/);
   assert.equal(await page.locator('[data-out=sizing-in-browser]').count(), 0);
   await noNaN(page);
   assert.deepEqual(problems, []);
