@@ -242,7 +242,8 @@ pub fn plan_with(form: &Form, runs: &[LlmRunView]) -> Result<LlmPlan, Vec<String
 }
 
 /// [`plan_with`], its sizing given up (`Ok(None)`) past `work` of the model's steps
-/// ([`model::plan::llm::sizing::size_within`]).
+/// ([`model::plan::llm::sizing::size_within`]); a budget of 0 checks everything the sizing
+/// does not (the inputs, the run named, the memory) and sizes nothing.
 pub fn plan_within(form: &Form, runs: &[LlmRunView], work: u64) -> Result<Option<LlmPlan>, Vec<String>> {
     let i = inputs(form)?;
     let run_id = form.text("run");
@@ -302,6 +303,9 @@ pub fn plan_within(form: &Form, runs: &[LlmRunView], work: u64) -> Result<Option
         itl_p99_slo: i.itl_slo,
         replica_hourly: UsdPerHour(i.gpu_price * f64::from(tp)),
     };
+    if work == 0 {
+        return Ok(None);
+    }
     let sizing = size_within(&sizing_input, work).map_err(|e| {
         let measured = measured.filter(|_| e.field.ends_with("_slo_s"));
         let said = format!("{}: {}", label_of(&e.field), e.reason);
@@ -333,12 +337,16 @@ pub fn plan_within(form: &Form, runs: &[LlmRunView], work: u64) -> Result<Option
 static RENDER_SIZINGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The most sizings the server's renders run at once, whatever the number of requests: each
-/// holds a thread for up to about half a second ([`RENDER_WORK`]).
-pub const RENDER_SIZINGS_AT_ONCE: usize = 2;
+/// holds a thread (of the async runtime's, one per core) for up to about half a second
+/// ([`RENDER_WORK`]), so two, and on a machine of two cores or fewer one, leaving a core to
+/// the API, the ingest and the health checks.
+pub fn render_sizings_at_once() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).clamp(1, 2))
+}
 
 /// [`plan_within`] as the server's render makes it: within [`RENDER_WORK`], and only while
-/// fewer than [`RENDER_SIZINGS_AT_ONCE`] others are under way; past that given up at once, once
-/// the inputs are checked (the browser then sizes it, as past the budget).
+/// fewer than [`render_sizings_at_once`] others are under way; past that everything but the
+/// sizing is checked, and the browser sizes it (as past the budget).
 pub fn render_plan(form: &Form, runs: &[LlmRunView]) -> Result<Option<LlmPlan>, Vec<String>> {
     use std::sync::atomic::Ordering;
     struct Leave;
@@ -347,12 +355,13 @@ pub fn render_plan(form: &Form, runs: &[LlmRunView]) -> Result<Option<LlmPlan>, 
             RENDER_SIZINGS.fetch_sub(1, Ordering::SeqCst);
         }
     }
-    let before = RENDER_SIZINGS.fetch_add(1, Ordering::SeqCst);
-    let _leave = Leave;
-    if before >= RENDER_SIZINGS_AT_ONCE {
-        inputs(form)?;
-        return Ok(None);
+    let most = render_sizings_at_once();
+    let taken =
+        RENDER_SIZINGS.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| (now < most).then_some(now + 1)).is_ok();
+    if !taken {
+        return plan_within(form, runs, 0);
     }
+    let _leave = Leave;
     plan_within(form, runs, RENDER_WORK)
 }
 
@@ -577,7 +586,7 @@ fn LlmPlanner(
                     Ok(Some(p)) => view! { <LlmPlanView p settled/> }.into_any(),
                     Ok(None) => view! {
                         <div class="card" data-out="sizing-in-browser">
-                            <p class="sub">"Sizing in your browser: this plan takes more of the model's work than the server spends on one page. It appears once the page's script has loaded."</p>
+                            <p class="sub">"Sizing in your browser: the server did not size this plan while drawing the page (it takes more of the model's work than the server spends on one page, or the server was sizing others). It appears once the page's script has loaded."</p>
                         </div>
                     }.into_any(),
                 }}
@@ -1031,16 +1040,27 @@ mod tests {
             // Input errors are still shown by the server's render.
             assert!(plan_within(&form(&[("requests", "lots")]), &[], RENDER_WORK).is_err());
             // With as many sizings under way as the renders run at once, a render gives up at
-            // once (still naming bad input), and sizes again when one has ended.
+            // once (still naming bad input, and a model that does not fit), does not count
+            // itself as under way, and sizes again when one has ended.
             use std::sync::atomic::Ordering;
+            let most = render_sizings_at_once();
+            assert!((1..=2).contains(&most));
             assert_eq!(render_plan(&defaults, &[]).unwrap(), Some(plan(&defaults).unwrap()));
-            RENDER_SIZINGS.fetch_add(RENDER_SIZINGS_AT_ONCE, Ordering::SeqCst);
-            let busy = (render_plan(&defaults, &[]), render_plan(&form(&[("requests", "lots")]), &[]));
+            RENDER_SIZINGS.fetch_add(most, Ordering::SeqCst);
+            let too_large = form(&[("parameters", "70.6B"), ("layers", "80"), ("tp", "1")]);
+            let busy = (
+                render_plan(&defaults, &[]),
+                render_plan(&form(&[("requests", "lots")]), &[]),
+                render_plan(&too_large, &[]),
+            );
+            let still = RENDER_SIZINGS.load(Ordering::SeqCst);
             RENDER_SIZINGS.fetch_sub(1, Ordering::SeqCst);
             let freed = render_plan(&defaults, &[]);
-            RENDER_SIZINGS.fetch_sub(RENDER_SIZINGS_AT_ONCE - 1, Ordering::SeqCst);
+            RENDER_SIZINGS.fetch_sub(most - 1, Ordering::SeqCst);
             assert_eq!(busy.0.unwrap(), None);
             assert!(busy.1.is_err());
+            assert!(busy.2.unwrap_err()[0].starts_with("Tensor-parallel degree"));
+            assert_eq!(still, most, "a render that gave up holds no place");
             assert_eq!(freed.unwrap(), Some(plan(&defaults).unwrap()));
         })
     }

@@ -68,9 +68,9 @@ pub fn simulate(engine: &Engine, load: &Load, requests: usize, warmup: usize, rn
     let mut t = 0.0;
     for _ in 0..requests {
         t += rng.exp(load.rate);
-        // A cv too small to matter is no variation (as `queue::Service` takes it): its gamma
-        // shape, 1 ÷ cv², would not be finite.
-        let prompt = if load.input_cv > 1e-9 {
+        // A cv below 10⁻³ is no variation, as `queue::Service` takes it (its gamma shape,
+        // 1 ÷ cv², passes 10⁶ and at the limit is not finite).
+        let prompt = if load.input_cv >= 1e-3 {
             let shape = 1.0 / (load.input_cv * load.input_cv);
             rng.gamma(shape) * load.input_tokens / shape
         } else {
