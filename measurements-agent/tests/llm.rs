@@ -352,7 +352,13 @@ fn the_engine_fitted_from_a_load_test_is_the_one_llama_cpp_reports() {
         "a prompt token: fitted {} s, llama.cpp {per_prompt_token:?} s",
         engine.per_prompt_token.0
     );
-    assert!(check.predictions.iter().filter(|p| p.counted).count() >= 3, "{check:?}");
+    // Three steps are counted, the lowest being the calibration's; a step the client marked
+    // untrusted (its sends fell behind: on 2026-12-07 one CI run of three on this shared 2-core
+    // VM lost step 1 at 0.97/s so) moves the calibration to the next and leaves one fewer to
+    // count, never fewer than two. Steps lost for any other reason fail here.
+    let untrusted = steps.iter().filter(|s| !s.step.trusted()).count();
+    let counted = check.predictions.iter().filter(|p| p.counted).count();
+    assert!(counted >= 2 && counted + untrusted >= 3, "{counted} counted, {untrusted} untrusted: {check:?}");
     // The model against the real server, at the three loaded rates: README states the errors
     // measured. A p99 read off 30 seconds of requests is itself unsure, the more so near
     // capacity: the same run simulated 100 times as the scheduler the model describes, with the
