@@ -303,9 +303,6 @@ pub fn plan_within(form: &Form, runs: &[LlmRunView], work: u64) -> Result<Option
         itl_p99_slo: i.itl_slo,
         replica_hourly: UsdPerHour(i.gpu_price * f64::from(tp)),
     };
-    if work == 0 {
-        return Ok(None);
-    }
     let sizing = size_within(&sizing_input, work).map_err(|e| {
         let measured = measured.filter(|_| e.field.ends_with("_slo_s"));
         let said = format!("{}: {}", label_of(&e.field), e.reason);

@@ -631,14 +631,8 @@ fn prompt_points(load: &Load, k: u32) -> Vec<(f64, f64)> {
     let shape = 1.0 / (cv * cv);
     work::spend(PROMPT_BINS.len() * if shape >= 1000.0 { 4 } else { 400 });
     if k > 0 && mean > 0.0 && shape.is_finite() && shape >= 1000.0 {
-        return PROMPT_BINS
-            .windows(2)
-            .map(|bin| {
-                let q = 0.5 * (bin[0] + bin[1]);
-                let z = std::f64::consts::SQRT_2 * statrs::function::erf::erf_inv(2.0 * q - 1.0);
-                (mean * (1.0 - 1.0 / (9.0 * shape) + z / (9.0 * shape).sqrt()).powi(3), bin[1] - bin[0])
-            })
-            .collect();
+        let quantile = |q| crate::plan::queue::wilson_hilferty(mean, shape, q);
+        return PROMPT_BINS.windows(2).map(|bin| (quantile(0.5 * (bin[0] + bin[1])), bin[1] - bin[0])).collect();
     }
     match crate::plan::queue::Service::new(mean.max(1e-9), cv) {
         Ok(lengths) if k > 0 && cv > 0.0 && mean > 0.0 => {

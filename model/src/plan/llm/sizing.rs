@@ -70,6 +70,7 @@ pub const RENDER_WORK: u64 = 20_000_000;
 /// [`size`], given up (`Ok(None)`) once the predictions made have cost more than `work` steps
 /// ([`super::batching::work`]): checked before each prediction, so it overruns by the one
 /// under way (and, where no replica count meets the SLOs, the unloaded one that names why).
+/// A budget of 0 checks the inputs and makes no prediction.
 pub fn size_within(input: &LlmSizingInput, work: u64) -> Result<Option<LlmSizing>, ModelError> {
     positive("rate_per_s", input.load.rate)?;
     non_negative("replica_hourly_usd", input.replica_hourly.0)?;
@@ -79,7 +80,8 @@ pub fn size_within(input: &LlmSizingInput, work: u64) -> Result<Option<LlmSizing
         }
     }
     let start = super::batching::work::spent();
-    let spent = || super::batching::work::spent().saturating_sub(start) > work;
+    // A budget of 0 sizes nothing: the inputs above are checked, and no prediction is made.
+    let spent = || work == 0 || super::batching::work::spent().saturating_sub(start) > work;
     // `Err(None)`: the budget ran out first.
     let at = |replicas: u32| -> Result<Option<Latency>, Option<ModelError>> {
         if spent() {
@@ -311,6 +313,7 @@ mod tests {
             predict(&engine(), &Load { rate: 20.0 / f64::from(MAX_REPLICAS), ..input(20.0).load }).unwrap();
             work::spent() - before
         };
+        assert_eq!(spend(&input(20.0), 0), (None, 0), "a budget of 0 predicts nothing");
         let (answer, spent) = spend(&input(20.0), 1);
         assert_eq!(answer, None);
         assert!(spent >= one && spent < cost, "{spent} steps of {cost}");
